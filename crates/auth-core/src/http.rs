@@ -1,0 +1,249 @@
+//! HTTP handlers of the auth module (mounted at `/auth` and `/api/v1/auth`).
+
+use std::sync::Arc;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, get, patch, post, web};
+use chrono::NaiveDateTime;
+use kernel::identity::{AuthFailure, bearer_token};
+use kernel::pagination::PageParams;
+use kernel::{ApiError, FieldError, Role};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::service::{AuthService, Registration, User, UserPatch};
+
+/// What the handlers share.
+pub struct AuthState {
+    pub service: Arc<dyn AuthService>,
+    /// Whether rate limits are on (then the peer address is passed to the service).
+    pub rate_limit: bool,
+}
+
+impl AuthState {
+    fn client_ip(&self, req: &HttpRequest) -> Option<String> {
+        self.rate_limit
+            .then(|| req.peer_addr().map(|a| a.ip().to_string()))
+            .flatten()
+    }
+
+    /// The active user behind the request's bearer token.
+    async fn current_user(&self, req: &HttpRequest) -> Result<User, ApiError> {
+        let bearer = bearer_token(req).ok_or(AuthFailure::NotAuthenticated)?;
+        Ok(self.service.user_for_token(bearer).await?)
+    }
+
+    async fn current_admin(&self, req: &HttpRequest) -> Result<User, ApiError> {
+        let user = self.current_user(req).await?;
+        kernel::Principal::from(&user).require_role(&[Role::Admin])?;
+        Ok(user)
+    }
+}
+
+/// A user account. Never carries any password field.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UserResponse {
+    pub id: i64,
+    pub email: String,
+    pub full_name: Option<String>,
+    pub is_active: bool,
+    pub role: Role,
+    #[serde(with = "kernel::time::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: NaiveDateTime,
+    #[serde(with = "kernel::time::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: NaiveDateTime,
+}
+
+impl From<User> for UserResponse {
+    fn from(u: User) -> Self {
+        UserResponse {
+            id: u.id,
+            email: u.email,
+            full_name: u.full_name,
+            is_active: u.is_active,
+            role: u.role,
+            created_at: u.created_at,
+            updated_at: u.updated_at,
+        }
+    }
+}
+
+/// Registration. `email` and `password` are required; `full_name` is 1 to 100 characters when
+/// given; `password` is 8 characters to 72 bytes.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UserCreate {
+    #[schema(required = true, example = "ada@example.com")]
+    pub email: Option<String>,
+    #[schema(required = true, min_length = 8, example = "correct horse battery")]
+    pub password: Option<String>,
+    #[schema(min_length = 1, max_length = 100)]
+    pub full_name: Option<String>,
+    /// Default true.
+    pub is_active: Option<bool>,
+}
+
+/// The OAuth 2.0 password-flow form: `username` holds the e-mail address.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct LoginForm {
+    #[schema(required = true)]
+    pub username: Option<String>,
+    #[schema(required = true)]
+    pub password: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TokenResponse {
+    pub access_token: String,
+    /// Always `bearer`.
+    pub token_type: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UserListResponse {
+    pub users: Vec<UserResponse>,
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+}
+
+/// An administrator's change to a user: its active flag and/or its role.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UserUpdate {
+    pub is_active: Option<bool>,
+    pub role: Option<Role>,
+}
+
+#[utoipa::path(
+    tag = "auth",
+    request_body = UserCreate,
+    responses(
+        (status = 201, description = "Account created", body = UserResponse),
+        (status = 400, description = "Email already registered"),
+        (status = 422, description = "List of failing fields: [{field, message}]"),
+    )
+)]
+#[post("/register")]
+pub async fn register(
+    state: web::Data<AuthState>,
+    req: HttpRequest,
+    body: web::Json<UserCreate>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let input = Registration {
+        email: body.email,
+        password: body.password,
+        full_name: body.full_name,
+        is_active: body.is_active,
+    };
+    let ip = state.client_ip(&req);
+    let user = state.service.register(input, ip.as_deref()).await?;
+    Ok(HttpResponse::Created().json(UserResponse::from(user)))
+}
+
+#[utoipa::path(
+    tag = "auth",
+    request_body(content = LoginForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, body = TokenResponse),
+        (status = 401, description = "Incorrect email or password, or Inactive user"),
+        (status = 422, description = "List of failing fields: [{field, message}]"),
+    )
+)]
+#[post("/token")]
+pub async fn token(
+    state: web::Data<AuthState>,
+    req: HttpRequest,
+    form: web::Form<LoginForm>,
+) -> Result<HttpResponse, ApiError> {
+    let form = form.into_inner();
+    let mut missing = Vec::new();
+    if form.username.is_none() {
+        missing.push(FieldError::new("username", crate::domain::MSG_REQUIRED));
+    }
+    if form.password.is_none() {
+        missing.push(FieldError::new("password", crate::domain::MSG_REQUIRED));
+    }
+    let (Some(username), Some(password)) = (form.username, form.password) else {
+        return Err(ApiError::field_list(missing));
+    };
+    let ip = state.client_ip(&req);
+    let access_token = state.service.login(&username, &password, ip.as_deref()).await?;
+    Ok(HttpResponse::Ok().json(TokenResponse {
+        access_token,
+        token_type: "bearer".to_owned(),
+    }))
+}
+
+#[utoipa::path(
+    tag = "auth",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = UserResponse),
+        (status = 401, description = "Not authenticated, Could not validate credentials, or Inactive user"),
+    )
+)]
+#[get("/me")]
+pub async fn me(state: web::Data<AuthState>, req: HttpRequest) -> Result<web::Json<UserResponse>, ApiError> {
+    Ok(web::Json(state.current_user(&req).await?.into()))
+}
+
+#[utoipa::path(
+    tag = "auth",
+    security(("bearer" = [])),
+    params(PageParams),
+    responses(
+        (status = 200, body = UserListResponse),
+        (status = 401), (status = 403, description = "Insufficient permissions"),
+    )
+)]
+#[get("/users")]
+pub async fn list_users(
+    state: web::Data<AuthState>,
+    req: HttpRequest,
+    query: web::Query<PageParams>,
+) -> Result<web::Json<UserListResponse>, ApiError> {
+    state.current_admin(&req).await?;
+    let page = query.into_inner().resolve()?;
+    let (users, total) = state.service.list_users(page).await?;
+    Ok(web::Json(UserListResponse {
+        users: users.into_iter().map(UserResponse::from).collect(),
+        total,
+        page: page.page,
+        page_size: page.page_size,
+    }))
+}
+
+#[utoipa::path(
+    tag = "auth",
+    security(("bearer" = [])),
+    params(("user_id" = i64, Path, description = "The user's id")),
+    request_body = UserUpdate,
+    responses(
+        (status = 200, body = UserResponse),
+        (status = 400, description = "Admins cannot deactivate or demote themselves"),
+        (status = 401), (status = 403, description = "Insufficient permissions"),
+        (status = 404, description = "User not found"),
+    )
+)]
+#[patch("/users/{user_id}")]
+pub async fn update_user(
+    state: web::Data<AuthState>,
+    req: HttpRequest,
+    path: web::Path<i64>,
+    body: web::Json<UserUpdate>,
+) -> Result<web::Json<UserResponse>, ApiError> {
+    let admin = state.current_admin(&req).await?;
+    let UserUpdate { is_active, role } = body.into_inner();
+    if is_active.is_none() && role.is_none() {
+        return Err(ApiError::with_detail(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            serde_json::json!([FieldError::new("body", "Send is_active and/or role")]),
+        ));
+    }
+    let patch = UserPatch { is_active, role };
+    let user = state.service.update_user(Some(admin.id), path.into_inner(), patch).await?;
+    Ok(web::Json(user.into()))
+}

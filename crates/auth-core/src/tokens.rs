@@ -1,0 +1,87 @@
+//! JWT bearer tokens: HS256, claims `sub` (the user id as a string), `iat`, `exp`, `jti`.
+
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Claims {
+    pub sub: String,
+    pub iat: i64,
+    pub exp: i64,
+    pub jti: String,
+}
+
+/// Signs and checks tokens with one secret.
+#[derive(Clone)]
+pub struct TokenKeys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+    lifetime_seconds: i64,
+}
+
+impl TokenKeys {
+    pub fn new(secret: &[u8], lifetime_minutes: i64) -> Self {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.leeway = 5;
+        validation.set_required_spec_claims(&["exp", "sub", "iat"]);
+        Self {
+            encoding: EncodingKey::from_secret(secret),
+            decoding: DecodingKey::from_secret(secret),
+            validation,
+            lifetime_seconds: lifetime_minutes.saturating_mul(60),
+        }
+    }
+
+    /// A new token for `user_id`, valid for the configured lifetime from now.
+    pub fn issue(&self, user_id: i64) -> Result<String, jsonwebtoken::errors::Error> {
+        let now = chrono::Utc::now().timestamp();
+        let claims = Claims {
+            sub: user_id.to_string(),
+            iat: now,
+            exp: now.saturating_add(self.lifetime_seconds),
+            jti: uuid::Uuid::new_v4().to_string(),
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+    }
+
+    /// The user id of a valid, unexpired token signed with our key; `None` otherwise.
+    pub fn verify(&self, token: &str) -> Option<i64> {
+        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation).ok()?;
+        data.claims.sub.parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issued_tokens_verify_and_tampered_ones_do_not() {
+        let keys = TokenKeys::new(b"0123456789abcdef0123456789abcdef", 30);
+        let token = keys.issue(42).unwrap_or_default();
+        assert_eq!(keys.verify(&token), Some(42));
+        let other = TokenKeys::new(b"another-secret-another-secret-xx", 30);
+        assert_eq!(other.verify(&token), None);
+        let mut tampered = token.clone();
+        tampered.pop();
+        tampered.push(if token.ends_with('A') { 'B' } else { 'A' });
+        assert_eq!(keys.verify(&tampered), None);
+        assert_eq!(keys.verify("not-a-token"), None);
+    }
+
+    #[test]
+    fn expired_tokens_are_refused() {
+        let secret = b"0123456789abcdef0123456789abcdef";
+        let keys = TokenKeys::new(secret, 30);
+        let now = chrono::Utc::now().timestamp();
+        let claims = Claims { sub: "1".into(), iat: now - 3600, exp: now - 60, jti: "x".into() };
+        let token = jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(secret),
+        )
+        .unwrap_or_default();
+        assert_eq!(keys.verify(&token), None);
+    }
+}

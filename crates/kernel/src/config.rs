@@ -1,0 +1,122 @@
+//! Reading settings from the environment (and a `.env` file in the working directory).
+//!
+//! Every setting is optional with a documented default; a value that is present but invalid stops
+//! the process at start with an error that names the setting.
+
+use std::str::FromStr;
+
+/// A setting that is present but cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid setting {setting}: {message}")]
+pub struct ConfigError {
+    pub setting: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(setting: &str, message: impl Into<String>) -> Self {
+        Self {
+            setting: setting.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Loads `.env` from the working directory into the process environment, if the file exists.
+/// Variables already set in the environment win over the file.
+pub fn load_dotenv() {
+    let _ = dotenvy::dotenv();
+}
+
+/// The trimmed value of a variable; unset and blank both count as absent.
+pub fn var(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// A variable parsed with `FromStr`, or `default` when absent.
+pub fn parse<T>(name: &str, default: T) -> Result<T, ConfigError>
+where
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    match var(name) {
+        None => Ok(default),
+        Some(raw) => raw
+            .parse()
+            .map_err(|e| ConfigError::new(name, format!("{raw:?} is not valid: {e}"))),
+    }
+}
+
+/// A boolean variable: `true/false`, `1/0`, `yes/no`, `on/off` (any case), or `default` when absent.
+pub fn flag(name: &str, default: bool) -> Result<bool, ConfigError> {
+    match var(name) {
+        None => Ok(default),
+        Some(raw) => parse_bool(&raw)
+            .ok_or_else(|| ConfigError::new(name, format!("{raw:?} is not a boolean (true/false)"))),
+    }
+}
+
+fn parse_bool(raw: &str) -> Option<bool> {
+    match raw.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// A comma-separated list of non-empty, trimmed items, or `None` when the variable is absent.
+pub fn list(name: &str) -> Option<Vec<String>> {
+    var(name).map(|raw| {
+        raw.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    })
+}
+
+/// A number that must lie in `range`.
+pub fn parse_in_range<T>(
+    name: &str,
+    default: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, ConfigError>
+where
+    T: FromStr + PartialOrd + std::fmt::Display + Copy,
+    T::Err: std::fmt::Display,
+{
+    let value = parse(name, default)?;
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        Err(ConfigError::new(
+            name,
+            format!("{value} is outside {}..={}", range.start(), range.end()),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn booleans_accept_the_usual_spellings() {
+        for t in ["true", "TRUE", "1", "yes", "on"] {
+            assert_eq!(parse_bool(t), Some(true), "{t}");
+        }
+        for f in ["false", "0", "No", "off"] {
+            assert_eq!(parse_bool(f), Some(false), "{f}");
+        }
+        assert_eq!(parse_bool("maybe"), None);
+    }
+
+    #[test]
+    fn config_error_names_the_setting() {
+        let e = ConfigError::new("PORT", "\"x\" is not valid");
+        assert_eq!(e.to_string(), "invalid setting PORT: \"x\" is not valid");
+    }
+}

@@ -1,0 +1,369 @@
+//! The database pool: PostgreSQL or SQLite, chosen by the URL's scheme.
+//!
+//! Queries are written once with diesel's DSL inside [`with_conn!`](crate::with_conn), which expands
+//! the body once per backend (one source, type-checked against each). Store functions take a
+//! [`DbConn`], so the same function runs on a pooled connection or inside a transaction opened with
+//! [`write_tx!`](crate::write_tx) (`BEGIN IMMEDIATE` on SQLite, where deferred write transactions
+//! fail under concurrency).
+
+use std::path::Path;
+
+use diesel::ConnectionError;
+use diesel::result::{DatabaseErrorKind, Error as QueryError};
+use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use diesel::migration::MigrationSource;
+use diesel_migrations::{EmbeddedMigrations, MigrationHarness};
+
+/// The SQLite connection type: diesel's synchronous connection run on tokio's blocking pool.
+pub type SqliteConn = SyncConnectionWrapper<diesel::SqliteConnection>;
+
+/// The default database: an SQLite file created with its folder on first start.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/keel.db";
+
+const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode=WAL; PRAGMA busy_timeout=5000; \
+    PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;";
+
+/// Key of the PostgreSQL advisory lock held while migrating, so that replicas starting together
+/// do not race (the value is arbitrary but fixed: "keel" in ASCII).
+const MIGRATION_LOCK_KEY: i64 = 0x6b65_656c;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("unsupported DATABASE_URL {0:?}: use postgres://..., postgresql://... or sqlite://PATH")]
+    UnsupportedUrl(String),
+    #[error("cannot open the database: {0}")]
+    Connect(String),
+    #[error("no database connection available: {0}")]
+    Pool(String),
+    #[error("migration failed: {0}")]
+    Migration(String),
+    #[error(transparent)]
+    Query(#[from] QueryError),
+}
+
+impl From<diesel_async::pooled_connection::deadpool::PoolError> for DbError {
+    fn from(e: diesel_async::pooled_connection::deadpool::PoolError) -> Self {
+        DbError::Pool(e.to_string())
+    }
+}
+
+/// Which database a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgresql",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// Splits a `DATABASE_URL` into its backend and the string diesel connects with. SQLite accepts
+/// `sqlite://PATH`, `sqlite:PATH` and `sqlite::memory:`; anything else with a scheme is refused
+/// so that a typo cannot silently create an empty database.
+pub fn parse_url(url: &str) -> Result<(Backend, String), DbError> {
+    let url = url.trim();
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok((Backend::Postgres, url.to_owned()));
+    }
+    if let Some(rest) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+        if rest.is_empty() {
+            return Err(DbError::UnsupportedUrl(url.to_owned()));
+        }
+        return Ok((Backend::Sqlite, rest.to_owned()));
+    }
+    Err(DbError::UnsupportedUrl(url.to_owned()))
+}
+
+/// A pool of connections to one database.
+#[derive(Clone)]
+pub enum DbPool {
+    Postgres(Pool<AsyncPgConnection>),
+    Sqlite(Pool<SqliteConn>),
+}
+
+/// A connection of either backend, borrowed from a pool or from an open transaction.
+pub enum DbConn<'a> {
+    Postgres(&'a mut AsyncPgConnection),
+    Sqlite(&'a mut SqliteConn),
+}
+
+/// A connection checked out of a [`DbPool`]; returns to the pool when dropped.
+#[allow(clippy::large_enum_variant)] // short-lived, on the stack of one request
+pub enum PooledConn {
+    Postgres(Object<AsyncPgConnection>),
+    Sqlite(Object<SqliteConn>),
+}
+
+impl PooledConn {
+    /// The connection, for store functions.
+    pub fn conn(&mut self) -> DbConn<'_> {
+        match self {
+            PooledConn::Postgres(o) => DbConn::Postgres(o),
+            PooledConn::Sqlite(o) => DbConn::Sqlite(o),
+        }
+    }
+}
+
+impl DbPool {
+    /// Opens a pool for `url` (see [`parse_url`]). For SQLite the file's folder is created and every
+    /// connection gets WAL mode, a busy timeout, foreign keys and `synchronous=NORMAL`.
+    pub async fn connect(url: &str, max_size: usize) -> Result<Self, DbError> {
+        let (backend, target) = parse_url(url)?;
+        match backend {
+            Backend::Postgres => {
+                let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(target);
+                let pool = Pool::builder(manager)
+                    .max_size(max_size.max(1))
+                    .build()
+                    .map_err(|e| DbError::Connect(e.to_string()))?;
+                let db = DbPool::Postgres(pool);
+                db.ping().await?;
+                Ok(db)
+            }
+            Backend::Sqlite => {
+                let in_memory = target == ":memory:";
+                let folder = Path::new(&target).parent().filter(|d| !d.as_os_str().is_empty());
+                if let (false, Some(dir)) = (in_memory, folder) {
+                    tokio::fs::create_dir_all(dir).await.map_err(|e| {
+                        DbError::Connect(format!("cannot create {}: {e}", dir.display()))
+                    })?;
+                }
+                let mut config = ManagerConfig::<SqliteConn>::default();
+                config.custom_setup = Box::new(|url| {
+                    let url = url.to_owned();
+                    Box::pin(async move {
+                        let mut conn = SqliteConn::establish(&url).await?;
+                        conn.batch_execute(SQLITE_PRAGMAS)
+                            .await
+                            .map_err(ConnectionError::CouldntSetupConfiguration)?;
+                        Ok(conn)
+                    })
+                });
+                let manager = AsyncDieselConnectionManager::<SqliteConn>::new_with_config(target, config);
+                // Every `:memory:` connection is a separate database, so it gets exactly one.
+                let size = if in_memory { 1 } else { max_size.max(1) };
+                let pool = Pool::builder(manager)
+                    .max_size(size)
+                    .build()
+                    .map_err(|e| DbError::Connect(e.to_string()))?;
+                let db = DbPool::Sqlite(pool);
+                db.ping().await?;
+                Ok(db)
+            }
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            DbPool::Postgres(_) => Backend::Postgres,
+            DbPool::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// Checks a connection out of the pool.
+    pub async fn get(&self) -> Result<PooledConn, DbError> {
+        Ok(match self {
+            DbPool::Postgres(p) => PooledConn::Postgres(p.get().await?),
+            DbPool::Sqlite(p) => PooledConn::Sqlite(p.get().await?),
+        })
+    }
+
+    /// Runs `SELECT 1`: the readiness check.
+    pub async fn ping(&self) -> Result<(), DbError> {
+        let mut pooled = self.get().await?;
+        match pooled.conn() {
+            DbConn::Postgres(c) => c.batch_execute("SELECT 1").await?,
+            DbConn::Sqlite(c) => c.batch_execute("SELECT 1").await?,
+        }
+        Ok(())
+    }
+}
+
+/// Applies the pending migrations of each set, in order. On PostgreSQL this holds an advisory
+/// lock so that several instances can start at once. Needs tokio's multi-threaded runtime.
+pub async fn migrate(url: &str, sets: &[MigrationSet]) -> Result<(), DbError> {
+    let (backend, target) = parse_url(url)?;
+    match backend {
+        Backend::Postgres => {
+            let mut conn = AsyncPgConnection::establish(&target)
+                .await
+                .map_err(|e| DbError::Connect(e.to_string()))?;
+            conn.batch_execute(&format!("SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))
+                .await?;
+            let sets: Vec<MigrationSet> = sets.to_vec();
+            let (conn, result) = tokio::task::spawn_blocking(move || {
+                let mut wrapped = AsyncConnectionWrapper::<AsyncPgConnection>::from(conn);
+                let result = sets.iter().try_for_each(|set| {
+                    wrapped
+                        .run_pending_migrations(Source(set.postgres))
+                        .map(drop)
+                        .map_err(|e| DbError::Migration(format!("{}: {e}", set.module)))
+                });
+                (wrapped.into_inner(), result)
+            })
+            .await
+            .map_err(|e| DbError::Migration(e.to_string()))?;
+            let mut conn = conn;
+            let unlocked = conn
+                .batch_execute(&format!("SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"))
+                .await;
+            result?;
+            unlocked?;
+            Ok(())
+        }
+        Backend::Sqlite => {
+            let sets: Vec<MigrationSet> = sets.to_vec();
+            tokio::task::spawn_blocking(move || {
+                use diesel::Connection;
+                let mut conn = diesel::SqliteConnection::establish(&target)
+                    .map_err(|e| DbError::Connect(e.to_string()))?;
+                diesel::connection::SimpleConnection::batch_execute(&mut conn, SQLITE_PRAGMAS)?;
+                sets.iter().try_for_each(|set| {
+                    conn.run_pending_migrations(Source(set.sqlite))
+                        .map(drop)
+                        .map_err(|e| DbError::Migration(format!("{}: {e}", set.module)))
+                })
+            })
+            .await
+            .map_err(|e| DbError::Migration(e.to_string()))?
+        }
+    }
+}
+
+/// One module's migrations for both backends (mirrored version names).
+#[derive(Clone, Copy)]
+pub struct MigrationSet {
+    pub module: &'static str,
+    pub postgres: &'static EmbeddedMigrations,
+    pub sqlite: &'static EmbeddedMigrations,
+}
+
+/// Lends a `&'static EmbeddedMigrations` to the harness (which takes its source by value).
+struct Source(&'static EmbeddedMigrations);
+
+impl<DB: diesel::backend::Backend> MigrationSource<DB> for Source {
+    fn migrations(&self) -> diesel::migration::Result<Vec<Box<dyn diesel::migration::Migration<DB>>>> {
+        MigrationSource::<DB>::migrations(self.0)
+    }
+}
+
+/// True when a query failed on a unique constraint (the same kind on both backends).
+pub fn is_unique_violation(e: &QueryError) -> bool {
+    matches!(e, QueryError::DatabaseError(DatabaseErrorKind::UniqueViolation, _))
+}
+
+/// Runs a query body against a [`DbConn`], expanded once per backend so that each expansion is
+/// type-checked against its concrete connection:
+///
+/// ```ignore
+/// with_conn!(conn, |c| users::table.find(id).first::<UserRow>(c).await.optional())
+/// ```
+///
+/// The rare dialect difference takes one arm per backend:
+/// `with_conn!(conn, postgres |c| ..., sqlite |c| ...)`.
+#[macro_export]
+macro_rules! with_conn {
+    ($conn:expr, |$c:ident| $body:expr) => {{
+        use $crate::diesel_async::RunQueryDsl as _;
+        match $conn {
+            $crate::db::DbConn::Postgres($c) => {
+                let $c: &mut $crate::diesel_async::AsyncPgConnection = &mut **$c;
+                $body
+            }
+            $crate::db::DbConn::Sqlite($c) => {
+                let $c: &mut $crate::db::SqliteConn = &mut **$c;
+                $body
+            }
+        }
+    }};
+    ($conn:expr, postgres |$pc:ident| $pbody:expr, sqlite |$sc:ident| $sbody:expr) => {{
+        use $crate::diesel_async::RunQueryDsl as _;
+        match $conn {
+            $crate::db::DbConn::Postgres($pc) => {
+                let $pc: &mut $crate::diesel_async::AsyncPgConnection = &mut **$pc;
+                $pbody
+            }
+            $crate::db::DbConn::Sqlite($sc) => {
+                let $sc: &mut $crate::db::SqliteConn = &mut **$sc;
+                $sbody
+            }
+        }
+    }};
+}
+
+/// Runs `body` in a write transaction (`BEGIN IMMEDIATE` on SQLite, `BEGIN` on PostgreSQL) with
+/// `tx: &mut DbConn` in scope. Commits when the body returns `Ok`, rolls back on `Err`. The error
+/// type must implement `From<diesel::result::Error>` and `From<kernel::DbError>`:
+///
+/// ```ignore
+/// let user = write_tx!(&self.pool, AuthError, |tx| {
+///     let user = store::insert(tx, &new).await?;
+///     Ok(user)
+/// })?;
+/// ```
+#[macro_export]
+macro_rules! write_tx {
+    ($pool:expr, $err:ty, |$tx:ident| $body:expr) => {{
+        match $pool {
+            $crate::db::DbPool::Postgres(p) => {
+                let mut o = p.get().await.map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
+                let c: &mut $crate::diesel_async::AsyncPgConnection = &mut o;
+                $crate::diesel_async::AsyncConnection::transaction(
+                    c,
+                    async |c| -> ::std::result::Result<_, $err> {
+                        let mut $tx = $crate::db::DbConn::Postgres(c);
+                        #[allow(unused_mut)]
+                        let $tx = &mut $tx;
+                        $body
+                    },
+                )
+                .await
+            }
+            $crate::db::DbPool::Sqlite(p) => {
+                let mut o = p.get().await.map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
+                let c: &mut $crate::db::SqliteConn = &mut o;
+                c.immediate_transaction(async |c| -> ::std::result::Result<_, $err> {
+                    let mut $tx = $crate::db::DbConn::Sqlite(c);
+                    #[allow(unused_mut)]
+                    let $tx = &mut $tx;
+                    $body
+                })
+                .await
+            }
+        }
+    }};
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_choose_the_backend() {
+        let pg = parse_url("postgres://u@h/db").map(|(b, _)| b).ok();
+        assert_eq!(pg, Some(Backend::Postgres));
+        let pg2 = parse_url("postgresql://u@h/db").map(|(b, _)| b).ok();
+        assert_eq!(pg2, Some(Backend::Postgres));
+        let lite = parse_url("sqlite://data/keel.db").ok();
+        assert_eq!(lite, Some((Backend::Sqlite, "data/keel.db".to_owned())));
+        let mem = parse_url("sqlite::memory:").ok();
+        assert_eq!(mem, Some((Backend::Sqlite, ":memory:".to_owned())));
+    }
+
+    #[test]
+    fn unknown_schemes_are_refused() {
+        for url in ["mysql://x", "data/keel.db", "sqlite://", "postgress://x"] {
+            assert!(parse_url(url).is_err(), "{url}");
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! `ApiError`: every error answer of the service, rendered as `{"detail": ...}`.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderName, HeaderValue};
+use actix_web::{HttpResponse, ResponseError};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+/// One failing field of a request, as listed in 422 bodies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// An HTTP error answer: a status, a `detail` (a string, or for auth's 422 a list of
+/// [`FieldError`]), optional extra body fields and headers. Server errors keep their cause for the
+/// log and show the client only `Internal server error`.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    status: StatusCode,
+    body: Map<String, Value>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl ApiError {
+    /// An error with a string detail.
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+        Self::with_detail(status, Value::String(detail.into()))
+    }
+
+    /// An error whose detail is any JSON value.
+    pub fn with_detail(status: StatusCode, detail: Value) -> Self {
+        let mut body = Map::new();
+        body.insert("detail".to_owned(), detail);
+        Self {
+            status,
+            body,
+            headers: Vec::new(),
+        }
+    }
+
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, detail)
+    }
+
+    /// 401 with `WWW-Authenticate: Bearer`.
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, detail)
+            .header(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))
+    }
+
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, detail)
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, detail)
+    }
+
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, detail)
+    }
+
+    /// 422 with a string detail.
+    pub fn unprocessable(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+    }
+
+    /// 422 with a string detail and the failing fields under `errors`.
+    pub fn invalid_fields(detail: impl Into<String>, errors: Vec<FieldError>) -> Self {
+        Self::unprocessable(detail).field("errors", json!(errors))
+    }
+
+    /// 422 whose detail is the list of failing fields (the auth module's form).
+    pub fn field_list(errors: Vec<FieldError>) -> Self {
+        Self::with_detail(StatusCode::UNPROCESSABLE_ENTITY, json!(errors))
+    }
+
+    pub fn service_unavailable(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, detail)
+    }
+
+    pub fn bad_gateway(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_GATEWAY, detail)
+    }
+
+    /// A 500: the cause goes to the log, the client sees only `Internal server error`.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error")
+    }
+
+    /// Adds a field to the body beside `detail`.
+    pub fn field(mut self, key: &str, value: Value) -> Self {
+        self.body.insert(key.to_owned(), value);
+        self
+    }
+
+    pub fn header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The `detail` value.
+    pub fn detail(&self) -> &Value {
+        self.body.get("detail").unwrap_or(&Value::Null)
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.status.as_u16(), self.detail())
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status);
+        for (name, value) in &self.headers {
+            response.insert_header((name.clone(), value.clone()));
+        }
+        response.json(&self.body)
+    }
+}
+
+impl From<crate::DbError> for ApiError {
+    fn from(e: crate::DbError) -> Self {
+        ApiError::internal(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::body::to_bytes;
+
+    #[actix_web::test]
+    async fn renders_the_detail_envelope_and_headers() {
+        let response = ApiError::unauthorized("Not authenticated").error_response();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            response.headers().get(header::WWW_AUTHENTICATE).map(|v| v.as_bytes()),
+            Some(&b"Bearer"[..])
+        );
+        let body = to_bytes(response.into_body()).await.unwrap_or_default();
+        assert_eq!(&body[..], br#"{"detail":"Not authenticated"}"#);
+    }
+
+    #[actix_web::test]
+    async fn internal_errors_hide_their_cause() {
+        let response = ApiError::internal("secret cause").error_response();
+        let body = to_bytes(response.into_body()).await.unwrap_or_default();
+        assert_eq!(&body[..], br#"{"detail":"Internal server error"}"#);
+    }
+}

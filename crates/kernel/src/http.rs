@@ -1,0 +1,277 @@
+//! HTTP plumbing shared by every module: extractor configurations whose errors use the `detail`
+//! envelope, request ids, a panic guard, a JSON fallback for error answers that have no JSON body,
+//! and the 404/405 default service.
+
+use std::panic::AssertUnwindSafe;
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError, UrlencodedError};
+use actix_web::http::header::{self, HeaderName, HeaderValue};
+use actix_web::http::{Method, StatusCode};
+use actix_web::middleware::Next;
+use actix_web::{Error, HttpMessage, HttpRequest, HttpResponse, ResponseError, web};
+use futures_util::FutureExt;
+
+use crate::{ApiError, FieldError};
+
+/// Default limit of JSON bodies (`MAX_JSON_BYTES`): 1 MiB.
+pub const DEFAULT_MAX_JSON_BYTES: usize = 1024 * 1024;
+
+pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+
+/// What was wrong with a request's body, query or path, before any handler ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputProblem {
+    pub status: StatusCode,
+    pub message: String,
+    /// The field the problem is about, when the parser says (e.g. a missing field).
+    pub field: Option<String>,
+}
+
+impl InputProblem {
+    fn new(status: StatusCode, message: impl Into<String>, field: Option<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            field,
+        }
+    }
+
+    /// As a string-detail error (every module but auth).
+    pub fn into_api_error(self) -> ApiError {
+        ApiError::new(self.status, self.message)
+    }
+
+    /// As auth's list-form error: 422s become `[{field, message}]`; other statuses stay strings.
+    pub fn into_field_list_error(self) -> ApiError {
+        if self.status == StatusCode::UNPROCESSABLE_ENTITY {
+            let field = self.field.unwrap_or_else(|| "body".to_owned());
+            ApiError::field_list(vec![FieldError::new(field, self.message)])
+        } else {
+            self.into_api_error()
+        }
+    }
+}
+
+/// The field named by a serde message such as "missing field `password`".
+fn field_of(message: &str) -> Option<String> {
+    let rest = message
+        .strip_prefix("missing field `")
+        .or_else(|| message.strip_prefix("unknown field `"))
+        .or_else(|| message.strip_prefix("duplicate field `"))?;
+    rest.split_once('`').map(|(field, _)| field.to_owned())
+}
+
+fn too_large(limit: usize) -> InputProblem {
+    InputProblem::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("Request body too large: the limit is {limit} bytes"),
+        None,
+    )
+}
+
+pub fn describe_json_error(err: &JsonPayloadError) -> InputProblem {
+    match err {
+        JsonPayloadError::OverflowKnownLength { limit, .. } | JsonPayloadError::Overflow { limit } => {
+            too_large(*limit)
+        }
+        JsonPayloadError::ContentType => InputProblem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Content-Type must be application/json",
+            None,
+        ),
+        JsonPayloadError::Deserialize(e) if e.is_data() => {
+            let message = e.to_string();
+            let field = field_of(&message);
+            InputProblem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("Invalid request body: {message}"),
+                field,
+            )
+        }
+        JsonPayloadError::Deserialize(e) => InputProblem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("Malformed JSON: {e}"),
+            None,
+        ),
+        other => InputProblem::new(StatusCode::BAD_REQUEST, format!("Unreadable request body: {other}"), None),
+    }
+}
+
+pub fn describe_form_error(err: &UrlencodedError) -> InputProblem {
+    match err {
+        UrlencodedError::Overflow { limit, .. } => too_large(*limit),
+        UrlencodedError::ContentType => InputProblem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Content-Type must be application/x-www-form-urlencoded",
+            None,
+        ),
+        UrlencodedError::Parse(e) => {
+            let message = e.to_string();
+            let field = field_of(&message);
+            InputProblem::new(StatusCode::UNPROCESSABLE_ENTITY, format!("Invalid form body: {message}"), field)
+        }
+        other => InputProblem::new(StatusCode::UNPROCESSABLE_ENTITY, format!("Invalid form body: {other}"), None),
+    }
+}
+
+pub fn describe_query_error(err: &QueryPayloadError) -> InputProblem {
+    let message = match err {
+        QueryPayloadError::Deserialize(e) => e.to_string(),
+        other => other.to_string(),
+    };
+    let field = field_of(&message);
+    InputProblem::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        format!("Invalid query parameters: {message}"),
+        field,
+    )
+}
+
+pub fn describe_path_error(err: &PathError) -> InputProblem {
+    let message = match err {
+        PathError::Deserialize(e) => e.to_string(),
+        other => other.to_string(),
+    };
+    InputProblem::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        format!("Invalid path parameter: {message}"),
+        None,
+    )
+}
+
+/// JSON extractor settings: the body limit and `detail`-envelope errors.
+pub fn json_config(limit: usize) -> web::JsonConfig {
+    web::JsonConfig::default()
+        .limit(limit)
+        .error_handler(|err, _| describe_json_error(&err).into_api_error().into())
+}
+
+/// Form extractor settings: the body limit and `detail`-envelope errors.
+pub fn form_config(limit: usize) -> web::FormConfig {
+    web::FormConfig::default()
+        .limit(limit)
+        .error_handler(|err, _| describe_form_error(&err).into_api_error().into())
+}
+
+pub fn query_config() -> web::QueryConfig {
+    web::QueryConfig::default().error_handler(|err, _| describe_query_error(&err).into_api_error().into())
+}
+
+pub fn path_config() -> web::PathConfig {
+    web::PathConfig::default().error_handler(|err, _| describe_path_error(&err).into_api_error().into())
+}
+
+/// Registers the extractor configurations above (JSON and form bodies limited to `json_limit`).
+pub fn configure_extractors(cfg: &mut web::ServiceConfig, json_limit: usize) {
+    cfg.app_data(json_config(json_limit))
+        .app_data(form_config(json_limit))
+        .app_data(query_config())
+        .app_data(path_config());
+}
+
+/// The id of the current request, in the request's extensions.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// Middleware: takes the client's `X-Request-Id` (when it is a sane token) or makes a UUID, stores
+/// it in the request's extensions for the log, and sets it on the response.
+pub async fn request_id(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, Error> {
+    let id = req
+        .headers()
+        .get(&REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 200 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    req.extensions_mut().insert(RequestId(id.clone()));
+    let mut response = next.call(req).await?;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    Ok(response)
+}
+
+/// Middleware: a handler that panics answers 500 `{"detail":"Internal server error"}` (the panic
+/// goes to the log), and every error answer without a JSON body gets the `detail` envelope with
+/// the status's reason (`Not Found`, `Method Not Allowed`, `Payload Too Large`, ...).
+pub async fn json_errors(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    // The request must not be cloned before routing (actix needs it uniquely owned), so errors
+    // and panics are answered as `Err` values that actix renders.
+    let response = match AssertUnwindSafe(next.call(req)).catch_unwind().await {
+        Ok(Ok(response)) => response.map_into_boxed_body(),
+        Ok(Err(error)) => {
+            let rendered = error.error_response();
+            return Err(if is_json(rendered.headers()) {
+                error
+            } else {
+                envelope(rendered.status()).into()
+            });
+        }
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".to_owned());
+            return Err(ApiError::internal(format!("handler panicked: {message}")).into());
+        }
+    };
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) || is_json(response.headers()) {
+        return Ok(response);
+    }
+    let (req, old) = response.into_parts();
+    let mut fresh = envelope(status).error_response();
+    for (name, value) in old.headers() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            fresh.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    Ok(ServiceResponse::new(req, fresh))
+}
+
+fn is_json(headers: &header::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+}
+
+/// The `detail` envelope for a bare status: its reason phrase (500s say `Internal server error`).
+fn envelope(status: StatusCode) -> ApiError {
+    if status == StatusCode::INTERNAL_SERVER_ERROR {
+        ApiError::new(status, "Internal server error")
+    } else {
+        ApiError::new(status, status.canonical_reason().unwrap_or("Error"))
+    }
+}
+
+/// The default service: 405 `Method Not Allowed` when the path names a route that exists for
+/// other methods, else 404 `Not Found`.
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
+    let known = req.resource_map().has_resource(req.path());
+    if known && req.method() != Method::OPTIONS {
+        ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed").error_response()
+    } else {
+        ApiError::not_found("Not Found").error_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_messages_name_their_field() {
+        assert_eq!(field_of("missing field `password` at line 1"), Some("password".to_owned()));
+        assert_eq!(field_of("invalid type: integer"), None);
+    }
+}

@@ -1,0 +1,199 @@
+//! Test helpers: a fresh database per test (an SQLite file in a temporary folder, or a new
+//! PostgreSQL database on the server named by `TEST_DATABASE_URL`) and an app spawned on port 0.
+
+use actix_web::dev::ServerHandle;
+use actix_web::middleware::from_fn;
+use actix_web::{App, HttpServer, web};
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+
+use crate::db::{Backend, DbPool, MigrationSet, migrate};
+use crate::http;
+
+/// Runs each named `async fn(TestDb)` twice: `sqlite` always, `postgres` when
+/// `TEST_DATABASE_URL` is set (it passes with a note otherwise).
+///
+/// ```ignore
+/// kernel::backend_tests! { register_returns_201, login_rejects_bad_password }
+/// ```
+#[macro_export]
+macro_rules! backend_tests {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name($crate::testing::TestDb::sqlite().await).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    match $crate::testing::TestDb::postgres().await {
+                        Some(db) => super::$name(db).await,
+                        None => eprintln!("TEST_DATABASE_URL is not set: PostgreSQL run skipped"),
+                    }
+                }
+            }
+        )*
+    };
+}
+
+/// A database that exists for one test and is removed afterwards.
+pub struct TestDb {
+    pub url: String,
+    pub backend: Backend,
+    _dir: Option<tempfile::TempDir>,
+    postgres: Option<(String, String)>,
+}
+
+#[allow(clippy::expect_used)]
+impl TestDb {
+    /// A new SQLite file in a temporary folder.
+    pub async fn sqlite() -> TestDb {
+        crate::init_crypto();
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let url = format!("sqlite://{}", dir.path().join("test.db").display());
+        TestDb {
+            url,
+            backend: Backend::Sqlite,
+            _dir: Some(dir),
+            postgres: None,
+        }
+    }
+
+    /// A new, empty PostgreSQL database on the server of `TEST_DATABASE_URL`; `None` when the
+    /// variable is unset. Panics when it is set but the server cannot be reached.
+    pub async fn postgres() -> Option<TestDb> {
+        crate::init_crypto();
+        let admin_url = std::env::var("TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())?;
+        let name = format!("keel_test_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = AsyncPgConnection::establish(&admin_url)
+            .await
+            .expect("TEST_DATABASE_URL is set but PostgreSQL cannot be reached");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create a test database");
+        let url = replace_database(&admin_url, &name);
+        Some(TestDb {
+            url,
+            backend: Backend::Postgres,
+            _dir: None,
+            postgres: Some((admin_url, name)),
+        })
+    }
+
+    /// A pool on this database with `sets` migrated.
+    pub async fn migrated_pool(&self, sets: &[MigrationSet]) -> DbPool {
+        migrate(&self.url, sets).await.expect("migrations apply");
+        DbPool::connect(&self.url, 5).await.expect("the test database opens")
+    }
+}
+
+/// `postgres://h/db?x` with its database name replaced.
+fn replace_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let prefix = match base[scheme_end..].find('/') {
+        Some(slash) => &base[..scheme_end + slash],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{prefix}/{name}?{q}"),
+        None => format!("{prefix}/{name}"),
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((admin_url, name)) = self.postgres.take() else {
+            return;
+        };
+        // Drop runs outside any async context we may block, so use a thread with its own runtime.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(mut admin) = AsyncPgConnection::establish(&admin_url).await {
+                    let _ = admin
+                        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// A server running on 127.0.0.1 on a random port, stopped when dropped.
+pub struct TestServer {
+    pub base_url: String,
+    pub client: reqwest::Client,
+    handle: ServerHandle,
+}
+
+impl TestServer {
+    /// The absolute URL of `path` on this server.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    /// Starts an already-bound actix server in the background.
+    pub fn start(server: actix_web::dev::Server, port: u16) -> TestServer {
+        let handle = server.handle();
+        tokio::spawn(server);
+        TestServer {
+            base_url: format!("http://127.0.0.1:{port}"),
+            client: reqwest::Client::new(),
+            handle,
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let handle = self.handle.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { handle.stop(false).await });
+        }
+    }
+}
+
+/// Spawns an app with Keel's standard middleware and error handling, configured by `configure`
+/// (a module's routes and app data), on 127.0.0.1 port 0.
+#[allow(clippy::expect_used)]
+pub fn spawn_app<F>(configure: F) -> TestServer
+where
+    F: Fn(&mut web::ServiceConfig) + Clone + Send + 'static,
+{
+    crate::init_crypto();
+    let server = HttpServer::new(move || {
+        App::new()
+            .wrap(from_fn(http::json_errors))
+            .wrap(from_fn(http::request_id))
+            .configure(|c| http::configure_extractors(c, http::DEFAULT_MAX_JSON_BYTES))
+            .configure(configure.clone())
+            .default_service(web::to(http::not_found))
+    })
+    .workers(2)
+    .disable_signals()
+    .bind(("127.0.0.1", 0))
+    .expect("bind port 0");
+    let port = server.addrs()[0].port();
+    TestServer::start(server.run(), port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replace_database;
+
+    #[test]
+    fn database_names_are_replaced() {
+        assert_eq!(replace_database("postgres://u@h:5432/test", "x"), "postgres://u@h:5432/x");
+        assert_eq!(replace_database("postgres://h/test?sslmode=disable", "x"), "postgres://h/x?sslmode=disable");
+        assert_eq!(replace_database("postgres://h", "x"), "postgres://h/x");
+    }
+}

@@ -1,0 +1,1 @@
+//! Cross-module flows live in `flows.rs`.
