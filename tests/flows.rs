@@ -1,1 +1,80 @@
+//! Whole flows across modules, over HTTP against the composed `keel` server.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use keel::{Application, Config, Module};
+use kernel::testing::{TestDb, TestServer};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const SECRET: &str = "flow-test-secret-flow-test-secret!!";
+
+async fn spawn(db: &TestDb) -> TestServer {
+    let mut config = Config::from_env().expect("default configuration");
+    config.port = 0;
+    config.database_url = db.url.clone();
+    config.http_workers = 2;
+    config.modules = Module::compiled();
+    config.auth = auth_core::AuthConfig::with_secret(SECRET);
+    let app = Application::build(config).await.expect("the server starts");
+    let port = app.port();
+    TestServer::start(app.into_server(), port)
+}
+
+/// Promotes a user the way `keel users set-role` does: the auth service on the same database.
+async fn make_admin(db: &TestDb, email: &str) {
+    let pool = kernel::DbPool::connect(&db.url, 1).await.unwrap();
+    let config = auth_core::AuthConfig::with_secret(SECRET);
+    let module = auth_core::AuthModule::build(pool, &config, None, 1024).await.unwrap();
+    let user = module.service().find_by_email(email).await.unwrap().unwrap();
+    let patch = auth_core::UserPatch { role: Some(kernel::Role::Admin), ..Default::default() };
+    module.service().update_user(None, user.id, patch).await.unwrap();
+}
+
+kernel::backend_tests! { an_admin_deactivates_a_user_who_then_cannot_log_in }
+
+async fn an_admin_deactivates_a_user_who_then_cannot_log_in(db: TestDb) {
+    let s = spawn(&db).await;
+    let register = |email: &'static str| {
+        s.client
+            .post(s.url("/api/v1/auth/register"))
+            .json(&json!({"email": email, "password": "password123", "full_name": "Flow"}))
+            .send()
+    };
+    let login = |email: &'static str| {
+        s.client
+            .post(s.url("/api/v1/auth/token"))
+            .form(&[("username", email), ("password", "password123")])
+            .send()
+    };
+    assert_eq!(register("admin@example.com").await.unwrap().status(), StatusCode::CREATED);
+    let user: Value = register("user@example.com").await.unwrap().json().await.unwrap();
+
+    make_admin(&db, "admin@example.com").await;
+
+    let admin_token: Value = login("admin@example.com").await.unwrap().json().await.unwrap();
+    let admin_token = admin_token["access_token"].as_str().unwrap().to_owned();
+    let me: Value = s
+        .client
+        .get(s.url("/auth/me"))
+        .bearer_auth(&admin_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(me["role"], "admin");
+
+    let r = s
+        .client
+        .patch(s.url(&format!("/auth/users/{}", user["id"])))
+        .bearer_auth(&admin_token)
+        .json(&json!({"is_active": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = login("user@example.com").await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(r.json::<Value>().await.unwrap()["detail"], "Inactive user");
+}

@@ -1,1 +1,13 @@
+//! The Keel server: composes the enabled modules into one HTTP JSON service.
+//!
+//! `main` parses the command line ([`cli`]) and calls [`app::Application::build`]; tests build the
+//! same application on port 0.
 
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod health;
+pub mod telemetry;
+
+pub use app::{Application, StartError};
+pub use config::{Config, Module};

@@ -132,12 +132,10 @@ impl DbPool {
             }
             Backend::Sqlite => {
                 let in_memory = target == ":memory:";
-                let folder = Path::new(&target).parent().filter(|d| !d.as_os_str().is_empty());
-                if let (false, Some(dir)) = (in_memory, folder) {
-                    tokio::fs::create_dir_all(dir).await.map_err(|e| {
-                        DbError::Connect(format!("cannot create {}: {e}", dir.display()))
-                    })?;
-                }
+                let path = target.clone();
+                tokio::task::spawn_blocking(move || create_parent_folder(&path))
+                    .await
+                    .map_err(|e| DbError::Connect(e.to_string()))??;
                 let mut config = ManagerConfig::<SqliteConn>::default();
                 config.custom_setup = Box::new(|url| {
                     let url = url.to_owned();
@@ -225,6 +223,7 @@ pub async fn migrate(url: &str, sets: &[MigrationSet]) -> Result<(), DbError> {
             let sets: Vec<MigrationSet> = sets.to_vec();
             tokio::task::spawn_blocking(move || {
                 use diesel::Connection;
+                create_parent_folder(&target)?;
                 let mut conn = diesel::SqliteConnection::establish(&target)
                     .map_err(|e| DbError::Connect(e.to_string()))?;
                 diesel::connection::SimpleConnection::batch_execute(&mut conn, SQLITE_PRAGMAS)?;
@@ -237,6 +236,16 @@ pub async fn migrate(url: &str, sets: &[MigrationSet]) -> Result<(), DbError> {
             .await
             .map_err(|e| DbError::Migration(e.to_string()))?
         }
+    }
+}
+
+/// Creates the folder of an SQLite file (not for `:memory:`).
+fn create_parent_folder(path: &str) -> Result<(), DbError> {
+    let folder = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty());
+    match folder {
+        Some(dir) if path != ":memory:" => std::fs::create_dir_all(dir)
+            .map_err(|e| DbError::Connect(format!("cannot create {}: {e}", dir.display()))),
+        _ => Ok(()),
     }
 }
 
@@ -302,7 +311,8 @@ macro_rules! with_conn {
 }
 
 /// Runs `body` in a write transaction (`BEGIN IMMEDIATE` on SQLite, `BEGIN` on PostgreSQL) with
-/// `tx: &mut DbConn` in scope. Commits when the body returns `Ok`, rolls back on `Err`. The error
+/// `tx: &mut DbConn` in scope and evaluates to its `Result`. Commits when the body returns `Ok`,
+/// rolls back on `Err`. The error
 /// type must implement `From<diesel::result::Error>` and `From<kernel::DbError>`:
 ///
 /// ```ignore
@@ -315,7 +325,7 @@ macro_rules! with_conn {
 macro_rules! write_tx {
     ($pool:expr, $err:ty, |$tx:ident| $body:expr) => {{
         match $pool {
-            $crate::db::DbPool::Postgres(p) => {
+            $crate::db::DbPool::Postgres(p) => async {
                 let mut o = p.get().await.map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
                 let c: &mut $crate::diesel_async::AsyncPgConnection = &mut o;
                 $crate::diesel_async::AsyncConnection::transaction(
@@ -329,7 +339,8 @@ macro_rules! write_tx {
                 )
                 .await
             }
-            $crate::db::DbPool::Sqlite(p) => {
+            .await,
+            $crate::db::DbPool::Sqlite(p) => async {
                 let mut o = p.get().await.map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
                 let c: &mut $crate::db::SqliteConn = &mut o;
                 c.immediate_transaction(async |c| -> ::std::result::Result<_, $err> {
@@ -340,6 +351,7 @@ macro_rules! write_tx {
                 })
                 .await
             }
+            .await,
         }
     }};
 }

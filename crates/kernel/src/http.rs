@@ -268,6 +268,50 @@ pub async fn not_found(req: HttpRequest) -> HttpResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use actix_web::middleware::from_fn;
+    use actix_web::{App, test as atest};
+
+    #[allow(clippy::panic)]
+    async fn boom() -> HttpResponse {
+        panic!("boom")
+    }
+
+    async fn plain_error() -> HttpResponse {
+        HttpResponse::BadGateway().body("upstream said no")
+    }
+
+    #[actix_web::test]
+    async fn panics_and_plain_errors_get_the_json_envelope() {
+        let app = atest::init_service(
+            App::new()
+                .wrap(from_fn(json_errors))
+                .route("/boom", web::get().to(boom))
+                .route("/plain", web::get().to(plain_error))
+                .default_service(web::to(not_found)),
+        )
+        .await;
+        // An `Err` is what actix turns into the response with the error's own renderer.
+        async fn answer(res: Result<ServiceResponse, Error>) -> (StatusCode, serde_json::Value) {
+            let res = match res {
+                Ok(res) => res.into_parts().1,
+                Err(e) => e.error_response(),
+            };
+            let status = res.status();
+            let body = actix_web::body::to_bytes(res.into_body()).await.unwrap_or_default();
+            (status, serde_json::from_slice(&body).unwrap_or_default())
+        }
+        let get = |uri: &str| atest::TestRequest::get().uri(uri).to_request();
+        let (status, body) = answer(atest::try_call_service(&app, get("/boom")).await).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(body, serde_json::json!({"detail": "Internal server error"}));
+        let (status, body) = answer(atest::try_call_service(&app, get("/plain")).await).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY);
+        assert_eq!(body, serde_json::json!({"detail": "Bad Gateway"}));
+        let post = atest::TestRequest::post().uri("/boom").to_request();
+        let (status, body) = answer(atest::try_call_service(&app, post).await).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(body, serde_json::json!({"detail": "Method Not Allowed"}));
+    }
 
     #[test]
     fn serde_messages_name_their_field() {

@@ -1,0 +1,201 @@
+//! The command line: `keel serve` (default), `keel migrate`, `keel users ...`.
+
+use clap::{Parser, Subcommand};
+
+use crate::app::{self, Application};
+use crate::config::Config;
+
+#[derive(Debug, Parser)]
+#[command(name = "keel", version, about = "Keel: a modular HTTP JSON service")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP server (the default command).
+    Serve,
+    /// Apply the enabled modules' database migrations, then exit.
+    Migrate,
+    /// Manage user accounts (talks to the database directly).
+    #[cfg(feature = "auth")]
+    #[command(subcommand)]
+    Users(UsersCommand),
+}
+
+#[cfg(feature = "auth")]
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Create an account.
+    Create {
+        #[arg(long)]
+        email: String,
+        /// The password (or set KEEL_USER_PASSWORD, which keeps it out of the shell history).
+        #[arg(long, env = "KEEL_USER_PASSWORD", hide_env_values = true)]
+        password: String,
+        #[arg(long)]
+        full_name: Option<String>,
+        /// user, moderator or admin.
+        #[arg(long, default_value = "user")]
+        role: String,
+    },
+    /// List accounts.
+    List {
+        #[arg(long, default_value_t = 1)]
+        page: i64,
+        #[arg(long, default_value_t = 100)]
+        page_size: i64,
+    },
+    /// Give an account a role: user, moderator or admin.
+    SetRole { email: String, role: String },
+    /// Allow an account to log in again.
+    Activate { email: String },
+    /// Stop an account from logging in (its tokens stop working at once).
+    Deactivate { email: String },
+}
+
+/// A command-line failure: printed to stderr, exit status 1.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Start(#[from] app::StartError),
+    #[error(transparent)]
+    Config(#[from] kernel::ConfigError),
+    #[error("{0}")]
+    Failed(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+pub async fn run(cli: Cli) -> Result<(), CliError> {
+    let config = Config::from_env()?;
+    crate::telemetry::init(config.log_format);
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(config).await,
+        Command::Migrate => {
+            app::open_database(&config).await?;
+            println!("migrations applied to {}", kernel::db::parse_url(&config.database_url).map(|(b, _)| b.name()).unwrap_or("database"));
+            Ok(())
+        }
+        #[cfg(feature = "auth")]
+        Command::Users(command) => users(config, command).await,
+    }
+}
+
+async fn serve(config: Config) -> Result<(), CliError> {
+    let host = config.host.clone();
+    let modules: Vec<&str> = config.modules.iter().map(|m| m.name()).collect();
+    let modules = modules.join(", ");
+    let application = Application::build(config).await?;
+    tracing::info!(
+        "Keel listening on http://{host}:{} (modules: {modules}; docs at /docs)",
+        application.port()
+    );
+    application.run_until_stopped().await?;
+    tracing::info!("Keel stopped");
+    Ok(())
+}
+
+#[cfg(feature = "auth")]
+async fn users(config: Config, command: UsersCommand) -> Result<(), CliError> {
+    use auth_core::{AuthModule, Registration, UserPatch};
+    use kernel::Role;
+
+    kernel::init_crypto();
+    let pool = app::open_database(&config).await?;
+    let module = AuthModule::build(pool, &config.auth, None, config.max_json_bytes)
+        .await
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let service = module.service();
+    let fail = |e: auth_core::AuthError| CliError::Failed(describe(e));
+    let parse_role = |raw: &str| {
+        Role::parse(&raw.to_ascii_lowercase())
+            .ok_or_else(|| CliError::Failed(format!("unknown role {raw:?}: use user, moderator or admin")))
+    };
+    let find = async |email: &str| {
+        service
+            .find_by_email(email)
+            .await
+            .map_err(fail)?
+            .ok_or_else(|| CliError::Failed(format!("no user with e-mail {email}")))
+    };
+    match command {
+        UsersCommand::Create {
+            email,
+            password,
+            full_name,
+            role,
+        } => {
+            let role = parse_role(&role)?;
+            let input = Registration {
+                email: Some(email),
+                password: Some(password),
+                full_name,
+                is_active: Some(true),
+            };
+            let user = service.create_user(input, role).await.map_err(fail)?;
+            println!("created user {} <{}> with role {}", user.id, user.email, user.role);
+        }
+        UsersCommand::List { page, page_size } => {
+            let page = kernel::pagination::PageParams {
+                page: Some(page),
+                page_size: Some(page_size),
+            }
+            .resolve()
+            .map_err(|e| CliError::Failed(e.detail().to_string()))?;
+            let (users, total) = service.list_users(page).await.map_err(fail)?;
+            println!("{:>6}  {:<40}  {:<10}  {:<8}  full name", "id", "email", "role", "active");
+            for u in &users {
+                println!(
+                    "{:>6}  {:<40}  {:<10}  {:<8}  {}",
+                    u.id,
+                    u.email,
+                    u.role,
+                    u.is_active,
+                    u.full_name.as_deref().unwrap_or("")
+                );
+            }
+            println!("{} of {total} users (page {})", users.len(), page.page);
+        }
+        UsersCommand::SetRole { email, role } => {
+            let role = parse_role(&role)?;
+            let user = find(&email).await?;
+            let patch = UserPatch { role: Some(role), ..Default::default() };
+            let user = service.update_user(None, user.id, patch).await.map_err(fail)?;
+            println!("{} is now {}", user.email, user.role);
+        }
+        UsersCommand::Activate { email } | UsersCommand::Deactivate { email }
+            if email.is_empty() =>
+        {
+            return Err(CliError::Failed("an e-mail address is required".into()));
+        }
+        UsersCommand::Activate { email } => set_active(&*service, find(&email).await?.id, true).await?,
+        UsersCommand::Deactivate { email } => set_active(&*service, find(&email).await?.id, false).await?,
+    }
+    Ok(())
+}
+
+#[cfg(feature = "auth")]
+async fn set_active(service: &dyn auth_core::AuthService, id: i64, active: bool) -> Result<(), CliError> {
+    let patch = auth_core::UserPatch { is_active: Some(active), ..Default::default() };
+    let user = service
+        .update_user(None, id, patch)
+        .await
+        .map_err(|e| CliError::Failed(describe(e)))?;
+    let state = if user.is_active { "active" } else { "inactive" };
+    println!("{} is now {state}", user.email);
+    Ok(())
+}
+
+#[cfg(feature = "auth")]
+fn describe(e: auth_core::AuthError) -> String {
+    match e {
+        auth_core::AuthError::Invalid(fields) => fields
+            .iter()
+            .map(|f| format!("{}: {}", f.field, f.message))
+            .collect::<Vec<_>>()
+            .join("; "),
+        other => other.to_string(),
+    }
+}
