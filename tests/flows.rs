@@ -24,10 +24,24 @@ async fn spawn(db: &TestDb) -> TestServer {
 async fn make_admin(db: &TestDb, email: &str) {
     let pool = kernel::DbPool::connect(&db.url, 1).await.unwrap();
     let config = auth_core::AuthConfig::with_secret(SECRET);
-    let module = auth_core::AuthModule::build(pool, &config, None, 1024).await.unwrap();
-    let user = module.service().find_by_email(email).await.unwrap().unwrap();
-    let patch = auth_core::UserPatch { role: Some(kernel::Role::Admin), ..Default::default() };
-    module.service().update_user(None, user.id, patch).await.unwrap();
+    let module = auth_core::AuthModule::build(pool, &config, None, 1024)
+        .await
+        .unwrap();
+    let user = module
+        .service()
+        .find_by_email(email)
+        .await
+        .unwrap()
+        .unwrap();
+    let patch = auth_core::UserPatch {
+        role: Some(kernel::Role::Admin),
+        ..Default::default()
+    };
+    module
+        .service()
+        .update_user(None, user.id, patch)
+        .await
+        .unwrap();
 }
 
 kernel::backend_tests! { an_admin_deactivates_a_user_who_then_cannot_log_in }
@@ -46,12 +60,25 @@ async fn an_admin_deactivates_a_user_who_then_cannot_log_in(db: TestDb) {
             .form(&[("username", email), ("password", "password123")])
             .send()
     };
-    assert_eq!(register("admin@example.com").await.unwrap().status(), StatusCode::CREATED);
-    let user: Value = register("user@example.com").await.unwrap().json().await.unwrap();
+    assert_eq!(
+        register("admin@example.com").await.unwrap().status(),
+        StatusCode::CREATED
+    );
+    let user: Value = register("user@example.com")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
 
     make_admin(&db, "admin@example.com").await;
 
-    let admin_token: Value = login("admin@example.com").await.unwrap().json().await.unwrap();
+    let admin_token: Value = login("admin@example.com")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let admin_token = admin_token["access_token"].as_str().unwrap().to_owned();
     let me: Value = s
         .client

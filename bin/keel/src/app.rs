@@ -4,8 +4,8 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use actix_web::dev::Server;
-use actix_web::middleware::{Compress, Condition, from_fn};
 use actix_web::http::header;
+use actix_web::middleware::{Compress, Condition, from_fn};
 use actix_web::{App, HttpResponse, HttpServer, web};
 use kernel::identity::Identity;
 use kernel::{DbPool, MigrationSet, http};
@@ -27,9 +27,15 @@ pub enum StartError {
     #[error(transparent)]
     Db(#[from] kernel::DbError),
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("module {module} failed to start: {message}")]
-    Module { module: &'static str, message: String },
+    Module {
+        module: &'static str,
+        message: String,
+    },
 }
 
 /// Everything the handlers of the server itself share.
@@ -63,12 +69,13 @@ pub async fn open_database(config: &Config) -> Result<DbPool, StartError> {
 pub async fn build_state(config: &Config, pool: DbPool) -> Result<AppState, StartError> {
     #[cfg(feature = "auth")]
     let auth = if config.is_enabled(Module::Auth) {
-        let module = auth_core::AuthModule::build(pool.clone(), &config.auth, None, config.max_json_bytes)
-            .await
-            .map_err(|e| StartError::Module {
-                module: "auth",
-                message: e.to_string(),
-            })?;
+        let module =
+            auth_core::AuthModule::build(pool.clone(), &config.auth, None, config.max_json_bytes)
+                .await
+                .map_err(|e| StartError::Module {
+                    module: "auth",
+                    message: e.to_string(),
+                })?;
         Some(Arc::new(module))
     } else {
         None
@@ -93,7 +100,12 @@ fn base_document() -> utoipa::openapi::OpenApi {
     let components = doc.components.get_or_insert_with(Default::default);
     components.add_security_scheme(
         "bearer",
-        SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format("JWT")
+                .build(),
+        ),
     );
     doc
 }
@@ -130,7 +142,10 @@ impl Application {
             let (app, _) = compose(&config, &state, &identity).split_for_parts();
             app.default_service(web::to(http::not_found))
                 .wrap(Compress::default())
-                .wrap(Condition::new(!config.cors_origins.is_empty(), cors(&config.cors_origins)))
+                .wrap(Condition::new(
+                    !config.cors_origins.is_empty(),
+                    cors(&config.cors_origins),
+                ))
                 .wrap(from_fn(http::json_errors))
                 .wrap(TracingLogger::<RequestSpan>::new())
                 .wrap(from_fn(http::request_id))
@@ -221,6 +236,8 @@ fn cors(origins: &[String]) -> actix_cors::Cors {
     if origins.iter().any(|o| o == "*") {
         cors.allow_any_origin()
     } else {
-        origins.iter().fold(cors, |cors, origin| cors.allowed_origin(origin))
+        origins
+            .iter()
+            .fold(cors, |cors, origin| cors.allowed_origin(origin))
     }
 }

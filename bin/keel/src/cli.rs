@@ -75,7 +75,12 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Serve => serve(config).await,
         Command::Migrate => {
             app::open_database(&config).await?;
-            println!("migrations applied to {}", kernel::db::parse_url(&config.database_url).map(|(b, _)| b.name()).unwrap_or("database"));
+            println!(
+                "migrations applied to {}",
+                kernel::db::parse_url(&config.database_url)
+                    .map(|(b, _)| b.name())
+                    .unwrap_or("database")
+            );
             Ok(())
         }
         #[cfg(feature = "auth")]
@@ -110,8 +115,11 @@ async fn users(config: Config, command: UsersCommand) -> Result<(), CliError> {
     let service = module.service();
     let fail = |e: auth_core::AuthError| CliError::Failed(describe(e));
     let parse_role = |raw: &str| {
-        Role::parse(&raw.to_ascii_lowercase())
-            .ok_or_else(|| CliError::Failed(format!("unknown role {raw:?}: use user, moderator or admin")))
+        Role::parse(&raw.to_ascii_lowercase()).ok_or_else(|| {
+            CliError::Failed(format!(
+                "unknown role {raw:?}: use user, moderator or admin"
+            ))
+        })
     };
     let find = async |email: &str| {
         service
@@ -135,7 +143,10 @@ async fn users(config: Config, command: UsersCommand) -> Result<(), CliError> {
                 is_active: Some(true),
             };
             let user = service.create_user(input, role).await.map_err(fail)?;
-            println!("created user {} <{}> with role {}", user.id, user.email, user.role);
+            println!(
+                "created user {} <{}> with role {}",
+                user.id, user.email, user.role
+            );
         }
         UsersCommand::List { page, page_size } => {
             let page = kernel::pagination::PageParams {
@@ -145,7 +156,10 @@ async fn users(config: Config, command: UsersCommand) -> Result<(), CliError> {
             .resolve()
             .map_err(|e| CliError::Failed(e.detail().to_string()))?;
             let (users, total) = service.list_users(page).await.map_err(fail)?;
-            println!("{:>6}  {:<40}  {:<10}  {:<8}  full name", "id", "email", "role", "active");
+            println!(
+                "{:>6}  {:<40}  {:<10}  {:<8}  full name",
+                "id", "email", "role", "active"
+            );
             for u in &users {
                 println!(
                     "{:>6}  {:<40}  {:<10}  {:<8}  {}",
@@ -161,8 +175,14 @@ async fn users(config: Config, command: UsersCommand) -> Result<(), CliError> {
         UsersCommand::SetRole { email, role } => {
             let role = parse_role(&role)?;
             let user = find(&email).await?;
-            let patch = UserPatch { role: Some(role), ..Default::default() };
-            let user = service.update_user(None, user.id, patch).await.map_err(fail)?;
+            let patch = UserPatch {
+                role: Some(role),
+                ..Default::default()
+            };
+            let user = service
+                .update_user(None, user.id, patch)
+                .await
+                .map_err(fail)?;
             println!("{} is now {}", user.email, user.role);
         }
         UsersCommand::Activate { email } | UsersCommand::Deactivate { email }
@@ -170,15 +190,26 @@ async fn users(config: Config, command: UsersCommand) -> Result<(), CliError> {
         {
             return Err(CliError::Failed("an e-mail address is required".into()));
         }
-        UsersCommand::Activate { email } => set_active(&*service, find(&email).await?.id, true).await?,
-        UsersCommand::Deactivate { email } => set_active(&*service, find(&email).await?.id, false).await?,
+        UsersCommand::Activate { email } => {
+            set_active(&*service, find(&email).await?.id, true).await?
+        }
+        UsersCommand::Deactivate { email } => {
+            set_active(&*service, find(&email).await?.id, false).await?
+        }
     }
     Ok(())
 }
 
 #[cfg(feature = "auth")]
-async fn set_active(service: &dyn auth_core::AuthService, id: i64, active: bool) -> Result<(), CliError> {
-    let patch = auth_core::UserPatch { is_active: Some(active), ..Default::default() };
+async fn set_active(
+    service: &dyn auth_core::AuthService,
+    id: i64,
+    active: bool,
+) -> Result<(), CliError> {
+    let patch = auth_core::UserPatch {
+        is_active: Some(active),
+        ..Default::default()
+    };
     let user = service
         .update_user(None, id, patch)
         .await

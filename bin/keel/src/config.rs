@@ -64,7 +64,8 @@ pub struct Config {
 
 impl Config {
     pub fn from_env() -> Result<Config, ConfigError> {
-        let database_url = var("DATABASE_URL").unwrap_or_else(|| kernel::db::DEFAULT_DATABASE_URL.to_owned());
+        let database_url =
+            var("DATABASE_URL").unwrap_or_else(|| kernel::db::DEFAULT_DATABASE_URL.to_owned());
         let backend = kernel::db::parse_url(&database_url)
             .map_err(|e| ConfigError::new("DATABASE_URL", e.to_string()))?
             .0;
@@ -72,14 +73,23 @@ impl Config {
             kernel::db::Backend::Postgres => 10,
             kernel::db::Backend::Sqlite => 4,
         };
-        let log_format = match var("LOG_FORMAT").as_deref().map(str::to_ascii_lowercase).as_deref() {
+        let log_format = match var("LOG_FORMAT")
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
             None | Some("pretty") => LogFormat::Pretty,
             Some("json") => LogFormat::Json,
             Some(other) => {
-                return Err(ConfigError::new("LOG_FORMAT", format!("{other:?} is not pretty or json")));
+                return Err(ConfigError::new(
+                    "LOG_FORMAT",
+                    format!("{other:?} is not pretty or json"),
+                ));
             }
         };
-        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2);
         Ok(Config {
             host: var("HOST").unwrap_or_else(|| "127.0.0.1".to_owned()),
             port: parse("PORT", 8000)?,
@@ -87,7 +97,11 @@ impl Config {
             db_pool_size: parse_in_range("DATABASE_POOL_SIZE", default_pool, 1..=1000)?,
             modules: parse_modules(list("KEEL_MODULES"))?,
             log_format,
-            max_json_bytes: parse_in_range("MAX_JSON_BYTES", kernel::http::DEFAULT_MAX_JSON_BYTES, 1024..=1 << 30)?,
+            max_json_bytes: parse_in_range(
+                "MAX_JSON_BYTES",
+                kernel::http::DEFAULT_MAX_JSON_BYTES,
+                1024..=1 << 30,
+            )?,
             cors_origins: list("CORS_ORIGINS").unwrap_or_default(),
             http_workers: parse_in_range("HTTP_WORKERS", cpus, 1..=1024)?,
             shutdown_timeout_seconds: parse_in_range("SHUTDOWN_TIMEOUT_SECONDS", 30, 0..=3600)?,
@@ -118,13 +132,18 @@ fn parse_modules(names: Option<Vec<String>>) -> Result<Vec<Module>, ConfigError>
         if !compiled.contains(&module) {
             return Err(ConfigError::new(
                 "KEEL_MODULES",
-                format!("module {name:?} is not compiled into this build (enable its Cargo feature)"),
+                format!(
+                    "module {name:?} is not compiled into this build (enable its Cargo feature)"
+                ),
             ));
         }
         chosen.push(module);
     }
     // Mount in the canonical order whatever the order given.
-    Ok(compiled.into_iter().filter(|m| chosen.contains(m)).collect())
+    Ok(compiled
+        .into_iter()
+        .filter(|m| chosen.contains(m))
+        .collect())
 }
 
 #[cfg(test)]

@@ -25,8 +25,14 @@ pub struct ProbeResponse {
 
 /// Healthy when every module is, unhealthy when none is, degraded in between.
 pub fn overall(modules: &BTreeMap<String, ModuleHealth>) -> HealthStatus {
-    let healthy = modules.values().filter(|m| m.status == HealthStatus::Healthy).count();
-    let unhealthy = modules.values().filter(|m| m.status == HealthStatus::Unhealthy).count();
+    let healthy = modules
+        .values()
+        .filter(|m| m.status == HealthStatus::Healthy)
+        .count();
+    let unhealthy = modules
+        .values()
+        .filter(|m| m.status == HealthStatus::Unhealthy)
+        .count();
     if unhealthy == 0 && healthy == modules.len() {
         HealthStatus::Healthy
     } else if healthy == 0 && !modules.is_empty() {
@@ -66,7 +72,9 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
 async fn database_health(state: &AppState) -> ModuleHealth {
     match state.pool.ping().await {
         Ok(()) => ModuleHealth::healthy(format!("{} reachable", state.pool.backend().name())),
-        Err(e) => ModuleHealth::unhealthy(format!("{} unreachable: {e}", state.pool.backend().name())),
+        Err(e) => {
+            ModuleHealth::unhealthy(format!("{} unreachable: {e}", state.pool.backend().name()))
+        }
     }
 }
 

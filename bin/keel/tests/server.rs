@@ -39,17 +39,34 @@ async fn errors_use_the_detail_envelope(db: TestDb) {
     let s = spawn(config(&db)).await;
     let r = s.client.get(s.url("/no/such/route")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
-    assert_eq!(r.json::<Value>().await.unwrap(), json!({"detail": "Not Found"}));
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        json!({"detail": "Not Found"})
+    );
     let r = s.client.delete(s.url("/health")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
-    assert_eq!(r.json::<Value>().await.unwrap(), json!({"detail": "Method Not Allowed"}));
-    let r = s.client.get(s.url("/api/v1/auth/users/abc")).send().await.unwrap();
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        json!({"detail": "Method Not Allowed"})
+    );
+    let r = s
+        .client
+        .get(s.url("/api/v1/auth/users/abc"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
 }
 
 async fn request_ids_are_echoed_or_generated(db: TestDb) {
     let s = spawn(config(&db)).await;
-    let r = s.client.get(s.url("/health/live")).header("x-request-id", "trace-42").send().await.unwrap();
+    let r = s
+        .client
+        .get(s.url("/health/live"))
+        .header("x-request-id", "trace-42")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.headers()["x-request-id"], "trace-42");
     let r = s.client.get(s.url("/nowhere")).send().await.unwrap();
     let id = r.headers()["x-request-id"].to_str().unwrap().to_owned();
@@ -65,7 +82,15 @@ async fn health_reports_every_module(db: TestDb) {
     assert_eq!(body["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(body["modules"]["auth"]["status"], "healthy");
     assert_eq!(body["modules"]["database"]["status"], "healthy");
-    let live: Value = s.client.get(s.url("/health/live")).send().await.unwrap().json().await.unwrap();
+    let live: Value = s
+        .client
+        .get(s.url("/health/live"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(live["status"], "alive");
     let ready = s.client.get(s.url("/health/ready")).send().await.unwrap();
     assert_eq!(ready.status(), StatusCode::OK);
@@ -73,7 +98,10 @@ async fn health_reports_every_module(db: TestDb) {
 
 async fn docs_render_from_embedded_assets(db: TestDb) {
     let s = spawn(config(&db)).await;
-    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
     let r = no_redirects.get(s.url("/docs")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::PERMANENT_REDIRECT);
     assert_eq!(r.headers()["location"], "/docs/");
@@ -81,11 +109,24 @@ async fn docs_render_from_embedded_assets(db: TestDb) {
     assert_eq!(page.status(), StatusCode::OK);
     let html = page.text().await.unwrap();
     assert!(html.contains("swagger-ui"), "{html}");
-    assert!(!html.contains("cdn") && !html.contains("unpkg"), "no asset from a CDN");
-    let bundle = s.client.get(s.url("/docs/swagger-ui-bundle.js")).send().await.unwrap();
+    assert!(
+        !html.contains("cdn") && !html.contains("unpkg"),
+        "no asset from a CDN"
+    );
+    let bundle = s
+        .client
+        .get(s.url("/docs/swagger-ui-bundle.js"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bundle.status(), StatusCode::OK);
     assert!(bundle.bytes().await.unwrap().len() > 100_000);
-    let init = s.client.get(s.url("/docs/swagger-initializer.js")).send().await.unwrap();
+    let init = s
+        .client
+        .get(s.url("/docs/swagger-initializer.js"))
+        .send()
+        .await
+        .unwrap();
     assert!(init.text().await.unwrap().contains("/openapi.json"));
 }
 
@@ -102,14 +143,23 @@ async fn auth_answers_at_both_prefixes(db: TestDb) {
     let r = s
         .client
         .post(s.url("/api/v1/auth/token"))
-        .form(&[("username", "both@example.com"), ("password", "password123")])
+        .form(&[
+            ("username", "both@example.com"),
+            ("password", "password123"),
+        ])
         .send()
         .await
         .unwrap();
     let token: Value = r.json().await.unwrap();
     let token = token["access_token"].as_str().unwrap();
     for prefix in ["/auth", "/api/v1/auth"] {
-        let r = s.client.get(s.url(&format!("{prefix}/me"))).bearer_auth(token).send().await.unwrap();
+        let r = s
+            .client
+            .get(s.url(&format!("{prefix}/me")))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), StatusCode::OK, "{prefix}");
     }
 }
@@ -126,7 +176,15 @@ async fn unmounted_modules_answer_404(db: TestDb) {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
-    let doc: Value = s.client.get(s.url("/openapi.json")).send().await.unwrap().json().await.unwrap();
+    let doc: Value = s
+        .client
+        .get(s.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(doc["paths"].get("/api/v1/auth/me").is_none());
 }
 
@@ -139,7 +197,11 @@ fn keel(db: &TestDb, args: &[&str]) -> (bool, String) {
         .env("RUST_LOG", "warn")
         .output()
         .expect("run keel");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out.status.success(), text)
 }
 
@@ -148,18 +210,43 @@ async fn cli_manages_users_that_the_api_sees(db: TestDb) {
     assert!(ok, "{out}");
     let (ok, out) = keel(
         &db,
-        &["users", "create", "--email", "root@example.com", "--password", "password123", "--role", "admin"],
+        &[
+            "users",
+            "create",
+            "--email",
+            "root@example.com",
+            "--password",
+            "password123",
+            "--role",
+            "admin",
+        ],
     );
     assert!(ok, "{out}");
     assert!(out.contains("role admin"), "{out}");
-    let (ok, out) = keel(&db, &["users", "create", "--email", "bad", "--password", "x"]);
+    let (ok, out) = keel(
+        &db,
+        &["users", "create", "--email", "bad", "--password", "x"],
+    );
     assert!(!ok && out.contains("Invalid email format"), "{out}");
-    let (ok, _) = keel(&db, &["users", "create", "--email", "pat@example.com", "--password", "password123"]);
+    let (ok, _) = keel(
+        &db,
+        &[
+            "users",
+            "create",
+            "--email",
+            "pat@example.com",
+            "--password",
+            "password123",
+        ],
+    );
     assert!(ok);
     let (ok, out) = keel(&db, &["users", "set-role", "pat@example.com", "moderator"]);
     assert!(ok && out.contains("moderator"), "{out}");
     let (ok, out) = keel(&db, &["users", "list"]);
-    assert!(ok && out.contains("root@example.com") && out.contains("pat@example.com"), "{out}");
+    assert!(
+        ok && out.contains("root@example.com") && out.contains("pat@example.com"),
+        "{out}"
+    );
 
     let s = spawn(config(&db)).await;
     let login = |email: &'static str| {
@@ -168,7 +255,10 @@ async fn cli_manages_users_that_the_api_sees(db: TestDb) {
             .form(&[("username", email), ("password", "password123")])
             .send()
     };
-    assert_eq!(login("pat@example.com").await.unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        login("pat@example.com").await.unwrap().status(),
+        StatusCode::OK
+    );
     let (ok, out) = keel(&db, &["users", "deactivate", "pat@example.com"]);
     assert!(ok && out.contains("inactive"), "{out}");
     let r = login("pat@example.com").await.unwrap();
@@ -176,7 +266,10 @@ async fn cli_manages_users_that_the_api_sees(db: TestDb) {
     assert_eq!(r.json::<Value>().await.unwrap()["detail"], "Inactive user");
     let (ok, _) = keel(&db, &["users", "activate", "pat@example.com"]);
     assert!(ok);
-    assert_eq!(login("pat@example.com").await.unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        login("pat@example.com").await.unwrap().status(),
+        StatusCode::OK
+    );
     let (ok, out) = keel(&db, &["users", "set-role", "nobody@example.com", "admin"]);
     assert!(!ok && out.contains("no user"), "{out}");
 }
@@ -187,7 +280,15 @@ async fn cli_manages_users_that_the_api_sees(db: TestDb) {
 async fn openapi_document_matches_its_snapshot() {
     let db = TestDb::sqlite().await;
     let s = spawn(config(&db)).await;
-    let doc: Value = s.client.get(s.url("/openapi.json")).send().await.unwrap().json().await.unwrap();
+    let doc: Value = s
+        .client
+        .get(s.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let rendered = serde_json::to_string_pretty(&doc).unwrap() + "\n";
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/openapi.json");
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
@@ -211,7 +312,10 @@ fn migration_trees_mirror_each_other() {
             let module = module.unwrap().path();
             for version in std::fs::read_dir(&module).unwrap() {
                 let version = version.unwrap().path();
-                assert!(version.join("up.sql").is_file() && version.join("down.sql").is_file(), "{version:?}");
+                assert!(
+                    version.join("up.sql").is_file() && version.join("down.sql").is_file(),
+                    "{version:?}"
+                );
                 names.push(format!(
                     "{}/{}",
                     module.file_name().unwrap().to_string_lossy(),
@@ -226,7 +330,11 @@ fn migration_trees_mirror_each_other() {
     assert!(!postgres.is_empty());
     assert_eq!(postgres, sqlite);
     // Version stamps are unique across modules.
-    let mut versions: Vec<&str> = postgres.iter().map(|n| n.split('/').nth(1).unwrap_or_default()).map(|v| v.split('_').next().unwrap_or_default()).collect();
+    let mut versions: Vec<&str> = postgres
+        .iter()
+        .map(|n| n.split('/').nth(1).unwrap_or_default())
+        .map(|v| v.split('_').next().unwrap_or_default())
+        .collect();
     versions.sort();
     let before = versions.len();
     versions.dedup();

@@ -44,9 +44,15 @@ impl AuthConfig {
             }
             Some(key) => (key.into_bytes(), false),
             None if production => {
-                return Err(ConfigError::new("SECRET_KEY", "is required when APP_ENV=production"));
+                return Err(ConfigError::new(
+                    "SECRET_KEY",
+                    "is required when APP_ENV=production",
+                ));
             }
-            None => (random_secret().map_err(|e| ConfigError::new("SECRET_KEY", e))?, true),
+            None => (
+                random_secret().map_err(|e| ConfigError::new("SECRET_KEY", e))?,
+                true,
+            ),
         };
         Ok(Self {
             secret_key,

@@ -157,8 +157,17 @@ mod tests {
     #[test]
     fn invalid_emails_are_refused() {
         for bad in [
-            "", "plain", "@example.com", "a@", "a@b", "a b@example.com", "a@exa mple.com", "a@-x.com",
-            "a@x.c", "a..b@example.com", "a@@example.com",
+            "",
+            "plain",
+            "@example.com",
+            "a@",
+            "a@b",
+            "a b@example.com",
+            "a@exa mple.com",
+            "a@-x.com",
+            "a@x.c",
+            "a..b@example.com",
+            "a@@example.com",
         ] {
             assert!(Email::parse(bad).is_none(), "{bad:?} should be invalid");
         }
@@ -194,10 +203,15 @@ mod tests {
 
     #[test]
     fn missing_fields_are_required() {
-        let errors = validate_registration(None, None, None, None).err().unwrap_or_default();
+        let errors = validate_registration(None, None, None, None)
+            .err()
+            .unwrap_or_default();
         assert_eq!(
             errors,
-            vec![FieldError::new("email", MSG_REQUIRED), FieldError::new("password", MSG_REQUIRED)]
+            vec![
+                FieldError::new("email", MSG_REQUIRED),
+                FieldError::new("password", MSG_REQUIRED)
+            ]
         );
     }
 }

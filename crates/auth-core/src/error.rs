@@ -47,12 +47,10 @@ impl From<AuthError> for ApiError {
             AuthError::Inactive => ApiError::unauthorized(kernel::identity::INACTIVE_USER),
             AuthError::UserNotFound => ApiError::not_found(USER_NOT_FOUND),
             AuthError::SelfLockout => ApiError::bad_request(SELF_LOCKOUT),
-            AuthError::RateLimited { retry_after_seconds } => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, TOO_MANY_REQUESTS).header(
-                    RETRY_AFTER,
-                    HeaderValue::from(retry_after_seconds.max(1)),
-                )
-            }
+            AuthError::RateLimited {
+                retry_after_seconds,
+            } => ApiError::new(StatusCode::TOO_MANY_REQUESTS, TOO_MANY_REQUESTS)
+                .header(RETRY_AFTER, HeaderValue::from(retry_after_seconds.max(1))),
             AuthError::Db(e) => ApiError::internal(e),
             AuthError::Internal(e) => ApiError::internal(e),
         }

@@ -170,7 +170,10 @@ pub async fn token(
         return Err(ApiError::field_list(missing));
     };
     let ip = state.client_ip(&req);
-    let access_token = state.service.login(&username, &password, ip.as_deref()).await?;
+    let access_token = state
+        .service
+        .login(&username, &password, ip.as_deref())
+        .await?;
     Ok(HttpResponse::Ok().json(TokenResponse {
         access_token,
         token_type: "bearer".to_owned(),
@@ -186,7 +189,10 @@ pub async fn token(
     )
 )]
 #[get("/me")]
-pub async fn me(state: web::Data<AuthState>, req: HttpRequest) -> Result<web::Json<UserResponse>, ApiError> {
+pub async fn me(
+    state: web::Data<AuthState>,
+    req: HttpRequest,
+) -> Result<web::Json<UserResponse>, ApiError> {
     Ok(web::Json(state.current_user(&req).await?.into()))
 }
 
@@ -244,6 +250,9 @@ pub async fn update_user(
         ));
     }
     let patch = UserPatch { is_active, role };
-    let user = state.service.update_user(Some(admin.id), path.into_inner(), patch).await?;
+    let user = state
+        .service
+        .update_user(Some(admin.id), path.into_inner(), patch)
+        .await?;
     Ok(web::Json(user.into()))
 }

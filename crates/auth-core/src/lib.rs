@@ -27,7 +27,9 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 pub use config::AuthConfig;
 pub use error::AuthError;
-pub use service::{AuthService, AuthServiceImpl, Registration, TokenAuthenticator, User, UserPatch};
+pub use service::{
+    AuthService, AuthServiceImpl, Registration, TokenAuthenticator, User, UserPatch,
+};
 
 const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres/auth");
 const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite/auth");
@@ -57,7 +59,9 @@ impl AuthModule {
         json_limit: usize,
     ) -> Result<Self, AuthError> {
         if config.secret_generated {
-            tracing::warn!("SECRET_KEY is not set: using a random key, tokens end with this process");
+            tracing::warn!(
+                "SECRET_KEY is not set: using a random key, tokens end with this process"
+            );
         }
         let limiter = match (config.rate_limit, redis) {
             (false, _) => rate_limit::RateLimiter::Off,

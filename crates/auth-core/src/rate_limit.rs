@@ -59,7 +59,9 @@ impl RateLimiter {
                 if counters.len() > 100_000 {
                     counters.retain(|_, (w, _)| *w == window);
                 }
-                let entry = counters.entry((action, ip.to_owned())).or_insert((window, 0));
+                let entry = counters
+                    .entry((action, ip.to_owned()))
+                    .or_insert((window, 0));
                 if entry.0 != window {
                     *entry = (window, 0);
                 }
@@ -84,7 +86,9 @@ impl RateLimiter {
             }
         };
         if count > action.limit() {
-            Err(AuthError::RateLimited { retry_after_seconds })
+            Err(AuthError::RateLimited {
+                retry_after_seconds,
+            })
         } else {
             Ok(())
         }

@@ -76,14 +76,24 @@ pub trait AuthService: Send + Sync {
     /// Creates an account (role `user`). 422 with every failing field; 400 when the address is taken.
     async fn register(&self, input: Registration, ip: ClientIp<'_>) -> Result<User, AuthError>;
     /// Checks credentials and issues a bearer token. Inactive users with the right password: `Inactive`.
-    async fn login(&self, email: &str, password: &str, ip: ClientIp<'_>) -> Result<String, AuthError>;
+    async fn login(
+        &self,
+        email: &str,
+        password: &str,
+        ip: ClientIp<'_>,
+    ) -> Result<String, AuthError>;
     /// The active user behind a token.
     async fn user_for_token(&self, token: &str) -> Result<User, AuthFailure>;
     async fn list_users(&self, page: Page) -> Result<(Vec<User>, i64), AuthError>;
     async fn find_by_email(&self, email: &str) -> Result<Option<User>, AuthError>;
     /// Changes a user's active flag and/or role. `actor` is the acting admin's id (None for the
     /// CLI): an admin cannot deactivate or demote themselves.
-    async fn update_user(&self, actor: Option<i64>, id: i64, patch: UserPatch) -> Result<User, AuthError>;
+    async fn update_user(
+        &self,
+        actor: Option<i64>,
+        id: i64,
+        patch: UserPatch,
+    ) -> Result<User, AuthError>;
     /// Creates an account with a given role (the CLI's `users create`).
     async fn create_user(&self, input: Registration, role: Role) -> Result<User, AuthError>;
 }
@@ -97,7 +107,12 @@ pub struct AuthServiceImpl {
 
 impl AuthServiceImpl {
     pub fn new(pool: DbPool, keys: TokenKeys, hasher: Hasher, limiter: RateLimiter) -> Self {
-        Self { pool, keys, hasher, limiter }
+        Self {
+            pool,
+            keys,
+            hasher,
+            limiter,
+        }
     }
 
     /// How many bcrypt verifications logins have run.
@@ -152,7 +167,12 @@ impl AuthService for AuthServiceImpl {
         self.insert_account(account).await
     }
 
-    async fn login(&self, email: &str, password: &str, ip: ClientIp<'_>) -> Result<String, AuthError> {
+    async fn login(
+        &self,
+        email: &str,
+        password: &str,
+        ip: ClientIp<'_>,
+    ) -> Result<String, AuthError> {
         self.limit(Action::Login, ip).await?;
         let key = domain::email_key(email);
         let row = {
@@ -167,12 +187,21 @@ impl AuthService for AuthServiceImpl {
         if !row.is_active {
             return Err(AuthError::Inactive);
         }
-        self.keys.issue(row.id).map_err(|e| AuthError::Internal(e.to_string()))
+        self.keys
+            .issue(row.id)
+            .map_err(|e| AuthError::Internal(e.to_string()))
     }
 
     async fn user_for_token(&self, token: &str) -> Result<User, AuthFailure> {
-        let id = self.keys.verify(token).ok_or(AuthFailure::InvalidCredentials)?;
-        let mut pooled = self.pool.get().await.map_err(|e| AuthFailure::Unavailable(e.to_string()))?;
+        let id = self
+            .keys
+            .verify(token)
+            .ok_or(AuthFailure::InvalidCredentials)?;
+        let mut pooled = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| AuthFailure::Unavailable(e.to_string()))?;
         let row = store::find(&mut pooled.conn(), id)
             .await
             .map_err(|e| AuthFailure::Unavailable(e.to_string()))?
@@ -195,8 +224,14 @@ impl AuthService for AuthServiceImpl {
         Ok(row.map(User::from))
     }
 
-    async fn update_user(&self, actor: Option<i64>, id: i64, patch: UserPatch) -> Result<User, AuthError> {
-        let locks_out = patch.is_active == Some(false) || patch.role.is_some_and(|r| r != Role::Admin);
+    async fn update_user(
+        &self,
+        actor: Option<i64>,
+        id: i64,
+        patch: UserPatch,
+    ) -> Result<User, AuthError> {
+        let locks_out =
+            patch.is_active == Some(false) || patch.role.is_some_and(|r| r != Role::Admin);
         if actor == Some(id) && locks_out {
             return Err(AuthError::SelfLockout);
         }

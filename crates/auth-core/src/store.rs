@@ -2,8 +2,8 @@
 
 use chrono::NaiveDateTime;
 use diesel::{
-    AsChangeset, ExpressionMethods, Insertable, OptionalExtension, QueryDsl, QueryResult, Queryable,
-    Selectable, SelectableHelper,
+    AsChangeset, ExpressionMethods, Insertable, OptionalExtension, QueryDsl, QueryResult,
+    Queryable, Selectable, SelectableHelper,
 };
 use kernel::{DbConn, with_conn};
 
@@ -77,7 +77,11 @@ pub async fn find_by_email_key(conn: &mut DbConn<'_>, key: &str) -> QueryResult<
 }
 
 /// One page of users by id, and the total count.
-pub async fn list(conn: &mut DbConn<'_>, offset: i64, limit: i64) -> QueryResult<(Vec<UserRow>, i64)> {
+pub async fn list(
+    conn: &mut DbConn<'_>,
+    offset: i64,
+    limit: i64,
+) -> QueryResult<(Vec<UserRow>, i64)> {
     with_conn!(conn, |c| {
         let rows = users::table
             .order(users::id.asc())
@@ -91,7 +95,11 @@ pub async fn list(conn: &mut DbConn<'_>, offset: i64, limit: i64) -> QueryResult
     })
 }
 
-pub async fn update(conn: &mut DbConn<'_>, id: i64, changes: &UserChanges<'_>) -> QueryResult<Option<UserRow>> {
+pub async fn update(
+    conn: &mut DbConn<'_>,
+    id: i64,
+    changes: &UserChanges<'_>,
+) -> QueryResult<Option<UserRow>> {
     with_conn!(conn, |c| {
         diesel::update(users::table.find(id))
             .set(changes)
@@ -103,5 +111,7 @@ pub async fn update(conn: &mut DbConn<'_>, id: i64, changes: &UserChanges<'_>) -
 }
 
 pub async fn delete(conn: &mut DbConn<'_>, id: i64) -> QueryResult<usize> {
-    with_conn!(conn, |c| diesel::delete(users::table.find(id)).execute(c).await)
+    with_conn!(conn, |c| diesel::delete(users::table.find(id))
+        .execute(c)
+        .await)
 }

@@ -75,7 +75,12 @@ mod tests {
         let secret = b"0123456789abcdef0123456789abcdef";
         let keys = TokenKeys::new(secret, 30);
         let now = chrono::Utc::now().timestamp();
-        let claims = Claims { sub: "1".into(), iat: now - 3600, exp: now - 60, jti: "x".into() };
+        let claims = Claims {
+            sub: "1".into(),
+            iat: now - 3600,
+            exp: now - 60,
+            jti: "x".into(),
+        };
         let token = jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
             &claims,

@@ -31,10 +31,15 @@ async fn start(db: TestDb, config: AuthConfig) -> Ctx {
     let identity = Identity::new(Some(module.authenticator()));
     let server = spawn_app(move |cfg: &mut web::ServiceConfig| {
         let m = m.clone();
-        cfg.app_data(identity.clone())
-            .service(web::scope("/auth").configure(move |c| m.configure(&mut ServiceConfig::new(c))));
+        cfg.app_data(identity.clone()).service(
+            web::scope("/auth").configure(move |c| m.configure(&mut ServiceConfig::new(c))),
+        );
     });
-    Ctx { server, module, _db: db }
+    Ctx {
+        server,
+        module,
+        _db: db,
+    }
 }
 
 async fn ctx(db: TestDb) -> Ctx {
@@ -64,19 +69,31 @@ impl Ctx {
 
     /// Registers and logs in; returns (user id, token).
     async fn user(&self, email: &str) -> (i64, String) {
-        let r = self.register(json!({"email": email, "password": "password123"})).await;
+        let r = self
+            .register(json!({"email": email, "password": "password123"}))
+            .await;
         assert_eq!(r.status(), StatusCode::CREATED);
         let id = r.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
         let r = self.login(email, "password123").await;
         assert_eq!(r.status(), StatusCode::OK);
-        let token = r.json::<Value>().await.unwrap()["access_token"].as_str().unwrap().to_owned();
+        let token = r.json::<Value>().await.unwrap()["access_token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         (id, token)
     }
 
     async fn admin(&self, email: &str) -> (i64, String) {
         let (id, token) = self.user(email).await;
-        let patch = UserPatch { role: Some(Role::Admin), ..Default::default() };
-        self.module.service().update_user(None, id, patch).await.unwrap();
+        let patch = UserPatch {
+            role: Some(Role::Admin),
+            ..Default::default()
+        };
+        self.module
+            .service()
+            .update_user(None, id, patch)
+            .await
+            .unwrap();
         (id, token)
     }
 
@@ -136,27 +153,41 @@ async fn register_returns_201_and_the_user(db: TestDb) {
     assert_eq!(user["is_active"], true);
     assert_eq!(user["role"], "user");
     assert!(user["id"].as_i64().is_some());
-    assert!(is_utc_micros(&user["created_at"]) && is_utc_micros(&user["updated_at"]), "{user}");
+    assert!(
+        is_utc_micros(&user["created_at"]) && is_utc_micros(&user["updated_at"]),
+        "{user}"
+    );
     let keys: Vec<&String> = user.as_object().unwrap().keys().collect();
     assert!(keys.iter().all(|k| !k.contains("password")), "{keys:?}");
     // The address logs in whatever its case.
-    assert_eq!(c.login("ada@EXAMPLE.com", "password123").await.status(), StatusCode::OK);
+    assert_eq!(
+        c.login("ada@EXAMPLE.com", "password123").await.status(),
+        StatusCode::OK
+    );
     // is_active may be given.
-    let r = c.register(json!({"email": "off@example.com", "password": "password123", "is_active": false})).await;
+    let r = c
+        .register(
+            json!({"email": "off@example.com", "password": "password123", "is_active": false}),
+        )
+        .await;
     assert_eq!(r.json::<Value>().await.unwrap()["is_active"], false);
 }
 
 async fn duplicate_emails_are_refused_case_insensitively(db: TestDb) {
     let c = ctx(db).await;
     c.user("grace@example.com").await;
-    let r = c.register(json!({"email": "GRACE@example.com", "password": "password123"})).await;
+    let r = c
+        .register(json!({"email": "GRACE@example.com", "password": "password123"}))
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert_eq!(detail(r).await, "Email already registered");
 }
 
 async fn validation_lists_every_failing_field(db: TestDb) {
     let c = ctx(db).await;
-    let r = c.register(json!({"email": "not-an-email", "password": "short", "full_name": ""})).await;
+    let r = c
+        .register(json!({"email": "not-an-email", "password": "short", "full_name": ""}))
+        .await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(
         detail(r).await,
@@ -185,12 +216,19 @@ async fn validation_lists_every_failing_field(db: TestDb) {
         ])
     );
     // Exactly 8 characters and exactly 72 bytes are fine.
-    let ok = c.register(json!({"email": "b@example.com", "password": "12345678"})).await;
+    let ok = c
+        .register(json!({"email": "b@example.com", "password": "12345678"}))
+        .await;
     assert_eq!(ok.status(), StatusCode::CREATED);
-    let ok = c.register(json!({"email": "c@example.com", "password": "y".repeat(72)})).await;
+    let ok = c
+        .register(json!({"email": "c@example.com", "password": "y".repeat(72)}))
+        .await;
     assert_eq!(ok.status(), StatusCode::CREATED);
     // Nothing was written for the refused ones.
-    assert_eq!(c.login("a@example.com", "x").await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        c.login("a@example.com", "x").await.status(),
+        StatusCode::UNAUTHORIZED
+    );
 }
 
 async fn login_issues_a_bearer_token_for_me(db: TestDb) {
@@ -214,7 +252,10 @@ async fn login_issues_a_bearer_token_for_me(db: TestDb) {
     for claim in ["sub", "iat", "exp", "jti"] {
         assert!(claims.get(claim).is_some(), "claim {claim} in {claims}");
     }
-    assert_eq!(claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(), 30 * 60);
+    assert_eq!(
+        claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+        30 * 60
+    );
     let me = c.get("/auth/me", Some(token)).await;
     assert_eq!(me.status(), StatusCode::OK);
     let me: Value = me.json().await.unwrap();
@@ -227,7 +268,10 @@ async fn wrong_password_and_unknown_user_are_the_same_401(db: TestDb) {
     let c = ctx(db).await;
     c.user("known@example.com").await;
     let before = c.module.password_checks();
-    for (email, password) in [("known@example.com", "wrong-password"), ("nobody@example.com", "password123")] {
+    for (email, password) in [
+        ("known@example.com", "wrong-password"),
+        ("nobody@example.com", "password123"),
+    ] {
         let r = c.login(email, password).await;
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(r.headers()["www-authenticate"], "Bearer");
@@ -239,8 +283,10 @@ async fn wrong_password_and_unknown_user_are_the_same_401(db: TestDb) {
 
 async fn inactive_users_cannot_log_in_or_use_tokens(db: TestDb) {
     let c = ctx(db).await;
-    c.register(json!({"email": "sleepy@example.com", "password": "password123", "is_active": false}))
-        .await;
+    c.register(
+        json!({"email": "sleepy@example.com", "password": "password123", "is_active": false}),
+    )
+    .await;
     let r = c.login("sleepy@example.com", "password123").await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(detail(r).await, "Inactive user");
@@ -249,8 +295,15 @@ async fn inactive_users_cannot_log_in_or_use_tokens(db: TestDb) {
     assert_eq!(detail(r).await, "Incorrect email or password");
     // A token issued before deactivation stops working.
     let (id, token) = c.user("later@example.com").await;
-    let patch = UserPatch { is_active: Some(false), ..Default::default() };
-    c.module.service().update_user(None, id, patch).await.unwrap();
+    let patch = UserPatch {
+        is_active: Some(false),
+        ..Default::default()
+    };
+    c.module
+        .service()
+        .update_user(None, id, patch)
+        .await
+        .unwrap();
     let r = c.get("/auth/me", Some(&token)).await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(detail(r).await, "Inactive user");
@@ -279,13 +332,24 @@ async fn bad_tokens_are_refused(db: TestDb) {
     let mut tampered = token.clone();
     let last = tampered.pop().unwrap();
     tampered.push(if last == 'A' { 'B' } else { 'A' });
-    for bad in [expired.as_str(), foreign.as_str(), tampered.as_str(), "garbage", "a.b.c"] {
+    for bad in [
+        expired.as_str(),
+        foreign.as_str(),
+        tampered.as_str(),
+        "garbage",
+        "a.b.c",
+    ] {
         let r = c.get("/auth/me", Some(bad)).await;
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{bad}");
         assert_eq!(detail(r).await, "Could not validate credentials", "{bad}");
     }
     // The well-signed, unexpired one still works.
-    assert_eq!(c.get("/auth/me", Some(&sign(SECRET, now + 600))).await.status(), StatusCode::OK);
+    assert_eq!(
+        c.get("/auth/me", Some(&sign(SECRET, now + 600)))
+            .await
+            .status(),
+        StatusCode::OK
+    );
 }
 
 async fn a_token_for_a_deleted_user_is_refused(db: TestDb) {
@@ -294,7 +358,12 @@ async fn a_token_for_a_deleted_user_is_refused(db: TestDb) {
     let (id, token) = c.user("gone@example.com").await;
     let pool = kernel::DbPool::connect(&url, 1).await.unwrap();
     let mut pooled = pool.get().await.unwrap();
-    assert_eq!(auth_core::store::delete(&mut pooled.conn(), id).await.unwrap(), 1);
+    assert_eq!(
+        auth_core::store::delete(&mut pooled.conn(), id)
+            .await
+            .unwrap(),
+        1
+    );
     let r = c.get("/auth/me", Some(&token)).await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(detail(r).await, "Could not validate credentials");
@@ -303,16 +372,35 @@ async fn a_token_for_a_deleted_user_is_refused(db: TestDb) {
 async fn admin_endpoints_need_the_admin_role(db: TestDb) {
     let c = ctx(db).await;
     let (id, token) = c.user("plain@example.com").await;
-    assert_eq!(c.get("/auth/users", None).await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        c.get("/auth/users", None).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
     let r = c.get("/auth/users", Some(&token)).await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     assert_eq!(detail(r).await, "Insufficient permissions");
-    let r = c.patch(&format!("/auth/users/{id}"), &token, json!({"role": "admin"})).await;
+    let r = c
+        .patch(
+            &format!("/auth/users/{id}"),
+            &token,
+            json!({"role": "admin"}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     // Moderators are not admins either.
-    let patch = UserPatch { role: Some(Role::Moderator), ..Default::default() };
-    c.module.service().update_user(None, id, patch).await.unwrap();
-    assert_eq!(c.get("/auth/users", Some(&token)).await.status(), StatusCode::FORBIDDEN);
+    let patch = UserPatch {
+        role: Some(Role::Moderator),
+        ..Default::default()
+    };
+    c.module
+        .service()
+        .update_user(None, id, patch)
+        .await
+        .unwrap();
+    assert_eq!(
+        c.get("/auth/users", Some(&token)).await.status(),
+        StatusCode::FORBIDDEN
+    );
 }
 
 async fn admins_list_and_deactivate_users(db: TestDb) {
@@ -330,36 +418,95 @@ async fn admins_list_and_deactivate_users(db: TestDb) {
     assert_eq!(list["users"].as_array().unwrap().len(), 2);
     assert_eq!(list["users"][0]["role"], "admin");
     let r = c.get("/auth/users?page=2&page_size=2", Some(&admin)).await;
-    assert_eq!(r.json::<Value>().await.unwrap()["users"].as_array().unwrap().len(), 1);
-    assert_eq!(c.get("/auth/users?page_size=101", Some(&admin)).await.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(c.get("/auth/users?page=0", Some(&admin)).await.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["users"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        c.get("/auth/users?page_size=101", Some(&admin))
+            .await
+            .status(),
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    assert_eq!(
+        c.get("/auth/users?page=0", Some(&admin)).await.status(),
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
 
-    let r = c.patch(&format!("/auth/users/{user_id}"), &admin, json!({"is_active": false})).await;
+    let r = c
+        .patch(
+            &format!("/auth/users/{user_id}"),
+            &admin,
+            json!({"is_active": false}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.json::<Value>().await.unwrap()["is_active"], false);
     let r = c.login("worker@example.com", "password123").await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(detail(r).await, "Inactive user");
-    assert_eq!(c.get("/auth/me", Some(&user_token)).await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        c.get("/auth/me", Some(&user_token)).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
 
-    let r = c.patch(&format!("/auth/users/{user_id}"), &admin, json!({"is_active": true, "role": "moderator"})).await;
+    let r = c
+        .patch(
+            &format!("/auth/users/{user_id}"),
+            &admin,
+            json!({"is_active": true, "role": "moderator"}),
+        )
+        .await;
     let body: Value = r.json().await.unwrap();
-    assert_eq!((body["is_active"].clone(), body["role"].clone()), (json!(true), json!("moderator")));
+    assert_eq!(
+        (body["is_active"].clone(), body["role"].clone()),
+        (json!(true), json!("moderator"))
+    );
 
-    let r = c.patch(&format!("/auth/users/{admin_id}"), &admin, json!({"is_active": false})).await;
+    let r = c
+        .patch(
+            &format!("/auth/users/{admin_id}"),
+            &admin,
+            json!({"is_active": false}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    assert_eq!(detail(r).await, "Admins cannot deactivate or demote themselves");
-    let r = c.patch(&format!("/auth/users/{admin_id}"), &admin, json!({"role": "user"})).await;
+    assert_eq!(
+        detail(r).await,
+        "Admins cannot deactivate or demote themselves"
+    );
+    let r = c
+        .patch(
+            &format!("/auth/users/{admin_id}"),
+            &admin,
+            json!({"role": "user"}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    let r = c.patch("/auth/users/999999", &admin, json!({"is_active": false})).await;
+    let r = c
+        .patch("/auth/users/999999", &admin, json!({"is_active": false}))
+        .await;
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     assert_eq!(detail(r).await, "User not found");
-    let r = c.patch(&format!("/auth/users/{user_id}"), &admin, json!({})).await;
+    let r = c
+        .patch(&format!("/auth/users/{user_id}"), &admin, json!({}))
+        .await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    let r = c.patch(&format!("/auth/users/{user_id}"), &admin, json!({"role": "root"})).await;
+    let r = c
+        .patch(
+            &format!("/auth/users/{user_id}"),
+            &admin,
+            json!({"role": "root"}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert!(detail(r).await.is_array());
-    let r = c.patch("/auth/users/abc", &admin, json!({"is_active": true})).await;
+    let r = c
+        .patch("/auth/users/abc", &admin, json!({"is_active": true}))
+        .await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
 }
 
@@ -376,10 +523,25 @@ async fn malformed_requests_are_4xx_not_500(db: TestDb) {
         .unwrap();
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let d = detail(r).await;
-    assert!(d[0]["message"].as_str().unwrap().starts_with("Malformed JSON"), "{d}");
-    let r = client.post(&url).header("content-type", "text/plain").body("{}").send().await.unwrap();
+    assert!(
+        d[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Malformed JSON"),
+        "{d}"
+    );
+    let r = client
+        .post(&url)
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(detail(r).await[0]["message"], "Content-Type must be application/json");
+    assert_eq!(
+        detail(r).await[0]["message"],
+        "Content-Type must be application/json"
+    );
     let r = client
         .post(&url)
         .json(&json!({"email": 5, "password": "password123"}))
@@ -388,7 +550,13 @@ async fn malformed_requests_are_4xx_not_500(db: TestDb) {
         .unwrap();
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let big = format!("{{\"email\": \"{}\"}}", "a".repeat(10 * 1024 * 1024));
-    let r = client.post(&url).header("content-type", "application/json").body(big).send().await.unwrap();
+    let r = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
     assert!(detail(r).await.as_str().unwrap().contains("1048576"));
     // Login takes a form, not JSON; and both of its fields.
@@ -399,9 +567,17 @@ async fn malformed_requests_are_4xx_not_500(db: TestDb) {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    let r = client.post(c.server.url("/auth/token")).form(&[("username", "a@example.com")]).send().await.unwrap();
+    let r = client
+        .post(c.server.url("/auth/token"))
+        .form(&[("username", "a@example.com")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(detail(r).await, json!([{"field": "password", "message": "Field required"}]));
+    assert_eq!(
+        detail(r).await,
+        json!([{"field": "password", "message": "Field required"}])
+    );
     let r = client.put(c.server.url("/auth/me")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(detail(r).await, "Method Not Allowed");
@@ -412,18 +588,35 @@ async fn rate_limits_answer_429_with_retry_after(db: TestDb) {
     config.rate_limit = true;
     let c = start(db, config).await;
     for i in 0..5 {
-        let r = c.register(json!({"email": format!("u{i}@example.com"), "password": "password123"})).await;
+        let r = c
+            .register(json!({"email": format!("u{i}@example.com"), "password": "password123"}))
+            .await;
         assert_eq!(r.status(), StatusCode::CREATED);
     }
-    let r = c.register(json!({"email": "u6@example.com", "password": "password123"})).await;
+    let r = c
+        .register(json!({"email": "u6@example.com", "password": "password123"}))
+        .await;
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-    let retry: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    let retry: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!((1..=3600).contains(&retry));
-    assert_eq!(detail(r).await, "Too many requests. Please try again later.");
+    assert_eq!(
+        detail(r).await,
+        "Too many requests. Please try again later."
+    );
     for _ in 0..10 {
-        assert_eq!(c.login("u0@example.com", "wrong-password").await.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            c.login("u0@example.com", "wrong-password").await.status(),
+            StatusCode::UNAUTHORIZED
+        );
     }
-    assert_eq!(c.login("u0@example.com", "password123").await.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        c.login("u0@example.com", "password123").await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }
 
 /// With a Redis pool the counters are shared: two limiters on one Redis count together.
@@ -450,5 +643,8 @@ async fn redis_rate_limits_are_shared_between_instances() {
 }
 
 fn uuid_like() -> String {
-    format!("{:x}", chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default())
+    format!(
+        "{:x}",
+        chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default()
+    )
 }

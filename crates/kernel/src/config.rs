@@ -54,8 +54,9 @@ where
 pub fn flag(name: &str, default: bool) -> Result<bool, ConfigError> {
     match var(name) {
         None => Ok(default),
-        Some(raw) => parse_bool(&raw)
-            .ok_or_else(|| ConfigError::new(name, format!("{raw:?} is not a boolean (true/false)"))),
+        Some(raw) => parse_bool(&raw).ok_or_else(|| {
+            ConfigError::new(name, format!("{raw:?} is not a boolean (true/false)"))
+        }),
     }
 }
 

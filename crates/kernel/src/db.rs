@@ -9,13 +9,13 @@
 use std::path::Path;
 
 use diesel::ConnectionError;
+use diesel::migration::MigrationSource;
 use diesel::result::{DatabaseErrorKind, Error as QueryError};
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
 use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
-use diesel::migration::MigrationSource;
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness};
 
 /// The SQLite connection type: diesel's synchronous connection run on tokio's blocking pool.
@@ -33,7 +33,9 @@ const MIGRATION_LOCK_KEY: i64 = 0x6b65_656c;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    #[error("unsupported DATABASE_URL {0:?}: use postgres://..., postgresql://... or sqlite://PATH")]
+    #[error(
+        "unsupported DATABASE_URL {0:?}: use postgres://..., postgresql://... or sqlite://PATH"
+    )]
     UnsupportedUrl(String),
     #[error("cannot open the database: {0}")]
     Connect(String),
@@ -75,7 +77,10 @@ pub fn parse_url(url: &str) -> Result<(Backend, String), DbError> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return Ok((Backend::Postgres, url.to_owned()));
     }
-    if let Some(rest) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+    if let Some(rest) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    {
         if rest.is_empty() {
             return Err(DbError::UnsupportedUrl(url.to_owned()));
         }
@@ -147,7 +152,8 @@ impl DbPool {
                         Ok(conn)
                     })
                 });
-                let manager = AsyncDieselConnectionManager::<SqliteConn>::new_with_config(target, config);
+                let manager =
+                    AsyncDieselConnectionManager::<SqliteConn>::new_with_config(target, config);
                 // Every `:memory:` connection is a separate database, so it gets exactly one.
                 let size = if in_memory { 1 } else { max_size.max(1) };
                 let pool = Pool::builder(manager)
@@ -241,7 +247,9 @@ pub async fn migrate(url: &str, sets: &[MigrationSet]) -> Result<(), DbError> {
 
 /// Creates the folder of an SQLite file (not for `:memory:`).
 fn create_parent_folder(path: &str) -> Result<(), DbError> {
-    let folder = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty());
+    let folder = Path::new(path)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty());
     match folder {
         Some(dir) if path != ":memory:" => std::fs::create_dir_all(dir)
             .map_err(|e| DbError::Connect(format!("cannot create {}: {e}", dir.display()))),
@@ -261,14 +269,19 @@ pub struct MigrationSet {
 struct Source(&'static EmbeddedMigrations);
 
 impl<DB: diesel::backend::Backend> MigrationSource<DB> for Source {
-    fn migrations(&self) -> diesel::migration::Result<Vec<Box<dyn diesel::migration::Migration<DB>>>> {
+    fn migrations(
+        &self,
+    ) -> diesel::migration::Result<Vec<Box<dyn diesel::migration::Migration<DB>>>> {
         MigrationSource::<DB>::migrations(self.0)
     }
 }
 
 /// True when a query failed on a unique constraint (the same kind on both backends).
 pub fn is_unique_violation(e: &QueryError) -> bool {
-    matches!(e, QueryError::DatabaseError(DatabaseErrorKind::UniqueViolation, _))
+    matches!(
+        e,
+        QueryError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)
+    )
 }
 
 /// Runs a query body against a [`DbConn`], expanded once per backend so that each expansion is
@@ -325,33 +338,43 @@ macro_rules! with_conn {
 macro_rules! write_tx {
     ($pool:expr, $err:ty, |$tx:ident| $body:expr) => {{
         match $pool {
-            $crate::db::DbPool::Postgres(p) => async {
-                let mut o = p.get().await.map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
-                let c: &mut $crate::diesel_async::AsyncPgConnection = &mut o;
-                $crate::diesel_async::AsyncConnection::transaction(
-                    c,
-                    async |c| -> ::std::result::Result<_, $err> {
-                        let mut $tx = $crate::db::DbConn::Postgres(c);
+            $crate::db::DbPool::Postgres(p) => {
+                async {
+                    let mut o = p
+                        .get()
+                        .await
+                        .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
+                    let c: &mut $crate::diesel_async::AsyncPgConnection = &mut o;
+                    $crate::diesel_async::AsyncConnection::transaction(
+                        c,
+                        async |c| -> ::std::result::Result<_, $err> {
+                            let mut $tx = $crate::db::DbConn::Postgres(c);
+                            #[allow(unused_mut)]
+                            let $tx = &mut $tx;
+                            $body
+                        },
+                    )
+                    .await
+                }
+                .await
+            }
+            $crate::db::DbPool::Sqlite(p) => {
+                async {
+                    let mut o = p
+                        .get()
+                        .await
+                        .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
+                    let c: &mut $crate::db::SqliteConn = &mut o;
+                    c.immediate_transaction(async |c| -> ::std::result::Result<_, $err> {
+                        let mut $tx = $crate::db::DbConn::Sqlite(c);
                         #[allow(unused_mut)]
                         let $tx = &mut $tx;
                         $body
-                    },
-                )
+                    })
+                    .await
+                }
                 .await
             }
-            .await,
-            $crate::db::DbPool::Sqlite(p) => async {
-                let mut o = p.get().await.map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
-                let c: &mut $crate::db::SqliteConn = &mut o;
-                c.immediate_transaction(async |c| -> ::std::result::Result<_, $err> {
-                    let mut $tx = $crate::db::DbConn::Sqlite(c);
-                    #[allow(unused_mut)]
-                    let $tx = &mut $tx;
-                    $body
-                })
-                .await
-            }
-            .await,
         }
     }};
 }

@@ -159,7 +159,10 @@ mod tests {
         let response = ApiError::unauthorized("Not authenticated").error_response();
         assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(
-            response.headers().get(header::WWW_AUTHENTICATE).map(|v| v.as_bytes()),
+            response
+                .headers()
+                .get(header::WWW_AUTHENTICATE)
+                .map(|v| v.as_bytes()),
             Some(&b"Bearer"[..])
         );
         let body = to_bytes(response.into_body()).await.unwrap_or_default();

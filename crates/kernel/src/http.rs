@@ -73,9 +73,8 @@ fn too_large(limit: usize) -> InputProblem {
 
 pub fn describe_json_error(err: &JsonPayloadError) -> InputProblem {
     match err {
-        JsonPayloadError::OverflowKnownLength { limit, .. } | JsonPayloadError::Overflow { limit } => {
-            too_large(*limit)
-        }
+        JsonPayloadError::OverflowKnownLength { limit, .. }
+        | JsonPayloadError::Overflow { limit } => too_large(*limit),
         JsonPayloadError::ContentType => InputProblem::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "Content-Type must be application/json",
@@ -95,7 +94,11 @@ pub fn describe_json_error(err: &JsonPayloadError) -> InputProblem {
             format!("Malformed JSON: {e}"),
             None,
         ),
-        other => InputProblem::new(StatusCode::BAD_REQUEST, format!("Unreadable request body: {other}"), None),
+        other => InputProblem::new(
+            StatusCode::BAD_REQUEST,
+            format!("Unreadable request body: {other}"),
+            None,
+        ),
     }
 }
 
@@ -110,9 +113,17 @@ pub fn describe_form_error(err: &UrlencodedError) -> InputProblem {
         UrlencodedError::Parse(e) => {
             let message = e.to_string();
             let field = field_of(&message);
-            InputProblem::new(StatusCode::UNPROCESSABLE_ENTITY, format!("Invalid form body: {message}"), field)
+            InputProblem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("Invalid form body: {message}"),
+                field,
+            )
         }
-        other => InputProblem::new(StatusCode::UNPROCESSABLE_ENTITY, format!("Invalid form body: {other}"), None),
+        other => InputProblem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("Invalid form body: {other}"),
+            None,
+        ),
     }
 }
 
@@ -156,11 +167,13 @@ pub fn form_config(limit: usize) -> web::FormConfig {
 }
 
 pub fn query_config() -> web::QueryConfig {
-    web::QueryConfig::default().error_handler(|err, _| describe_query_error(&err).into_api_error().into())
+    web::QueryConfig::default()
+        .error_handler(|err, _| describe_query_error(&err).into_api_error().into())
 }
 
 pub fn path_config() -> web::PathConfig {
-    web::PathConfig::default().error_handler(|err, _| describe_path_error(&err).into_api_error().into())
+    web::PathConfig::default()
+        .error_handler(|err, _| describe_path_error(&err).into_api_error().into())
 }
 
 /// Registers the extractor configurations above (JSON and form bodies limited to `json_limit`).
@@ -297,7 +310,9 @@ mod tests {
                 Err(e) => e.error_response(),
             };
             let status = res.status();
-            let body = actix_web::body::to_bytes(res.into_body()).await.unwrap_or_default();
+            let body = actix_web::body::to_bytes(res.into_body())
+                .await
+                .unwrap_or_default();
             (status, serde_json::from_slice(&body).unwrap_or_default())
         }
         let get = |uri: &str| atest::TestRequest::get().uri(uri).to_request();
@@ -315,7 +330,10 @@ mod tests {
 
     #[test]
     fn serde_messages_name_their_field() {
-        assert_eq!(field_of("missing field `password` at line 1"), Some("password".to_owned()));
+        assert_eq!(
+            field_of("missing field `password` at line 1"),
+            Some("password".to_owned())
+        );
         assert_eq!(field_of("invalid type: integer"), None);
     }
 }

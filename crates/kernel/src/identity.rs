@@ -21,7 +21,17 @@ pub const INSUFFICIENT_PERMISSIONS: &str = "Insufficient permissions";
 
 /// A user's role. Ordered: `User < Moderator < Admin`.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, utoipa::ToSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -148,7 +158,9 @@ impl Identity {
     /// than an error. A token that is sent must be valid.
     pub async fn optional_caller(&self, req: &HttpRequest) -> Result<Option<Principal>, ApiError> {
         match (&self.0, bearer_token(req)) {
-            (Some(authenticator), Some(token)) => Ok(Some(authenticator.authenticate(token).await?)),
+            (Some(authenticator), Some(token)) => {
+                Ok(Some(authenticator.authenticate(token).await?))
+            }
             _ => Ok(None),
         }
     }

@@ -74,8 +74,17 @@ mod tests {
     #[test]
     fn defaults_and_offsets() {
         let p = params(None, None).resolve().ok();
-        assert_eq!(p, Some(Page { page: 1, page_size: 20 }));
-        let p = params(Some(3), Some(100)).resolve().map(|p| p.offset()).ok();
+        assert_eq!(
+            p,
+            Some(Page {
+                page: 1,
+                page_size: 20
+            })
+        );
+        let p = params(Some(3), Some(100))
+            .resolve()
+            .map(|p| p.offset())
+            .ok();
         assert_eq!(p, Some(200));
     }
 

@@ -64,7 +64,9 @@ impl TestDb {
     /// variable is unset. Panics when it is set but the server cannot be reached.
     pub async fn postgres() -> Option<TestDb> {
         crate::init_crypto();
-        let admin_url = std::env::var("TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())?;
+        let admin_url = std::env::var("TEST_DATABASE_URL")
+            .ok()
+            .filter(|u| !u.is_empty())?;
         let name = format!("keel_test_{}", uuid::Uuid::new_v4().simple());
         let mut admin = AsyncPgConnection::establish(&admin_url)
             .await
@@ -85,7 +87,9 @@ impl TestDb {
     /// A pool on this database with `sets` migrated.
     pub async fn migrated_pool(&self, sets: &[MigrationSet]) -> DbPool {
         migrate(&self.url, sets).await.expect("migrations apply");
-        DbPool::connect(&self.url, 5).await.expect("the test database opens")
+        DbPool::connect(&self.url, 5)
+            .await
+            .expect("the test database opens")
     }
 }
 
@@ -113,7 +117,10 @@ impl Drop for TestDb {
         };
         // Drop runs outside any async context we may block, so use a thread with its own runtime.
         let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
                 return;
             };
             rt.block_on(async move {
@@ -192,8 +199,14 @@ mod tests {
 
     #[test]
     fn database_names_are_replaced() {
-        assert_eq!(replace_database("postgres://u@h:5432/test", "x"), "postgres://u@h:5432/x");
-        assert_eq!(replace_database("postgres://h/test?sslmode=disable", "x"), "postgres://h/x?sslmode=disable");
+        assert_eq!(
+            replace_database("postgres://u@h:5432/test", "x"),
+            "postgres://u@h:5432/x"
+        );
+        assert_eq!(
+            replace_database("postgres://h/test?sslmode=disable", "x"),
+            "postgres://h/x?sslmode=disable"
+        );
         assert_eq!(replace_database("postgres://h", "x"), "postgres://h/x");
     }
 }

@@ -26,7 +26,9 @@ enum NoteError {
 async fn pool(db: &TestDb) -> DbPool {
     let pool = DbPool::connect(&db.url, 4).await.unwrap();
     let ddl = match db.backend {
-        kernel::db::Backend::Postgres => "CREATE TABLE notes (id BIGSERIAL PRIMARY KEY, title TEXT NOT NULL UNIQUE)",
+        kernel::db::Backend::Postgres => {
+            "CREATE TABLE notes (id BIGSERIAL PRIMARY KEY, title TEXT NOT NULL UNIQUE)"
+        }
         kernel::db::Backend::Sqlite => {
             "CREATE TABLE notes (id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL, title TEXT NOT NULL UNIQUE)"
         }
@@ -54,7 +56,7 @@ async fn count(conn: &mut DbConn<'_>) -> QueryResult<i64> {
 }
 
 async fn backend_name(conn: &mut DbConn<'_>) -> &'static str {
-    with_conn!(conn, postgres |_c| "postgres", sqlite |_c| "sqlite")
+    with_conn!(conn, postgres | _c | "postgres", sqlite | _c | "sqlite")
 }
 
 kernel::backend_tests! { transactions_commit_and_roll_back, concurrent_write_transactions_all_succeed }
@@ -80,7 +82,11 @@ async fn transactions_commit_and_roll_back(db: TestDb) {
     });
     assert!(matches!(&duplicate, Err(NoteError::Query(e)) if kernel::db::is_unique_violation(e)));
     let mut pooled = pool.get().await.unwrap();
-    assert_eq!(count(&mut pooled.conn()).await.unwrap(), 2, "c and d were rolled back");
+    assert_eq!(
+        count(&mut pooled.conn()).await.unwrap(),
+        2,
+        "c and d were rolled back"
+    );
     let expected = match db.backend {
         kernel::db::Backend::Postgres => "postgres",
         kernel::db::Backend::Sqlite => "sqlite",
