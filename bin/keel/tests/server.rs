@@ -340,3 +340,85 @@ fn migration_trees_mirror_each_other() {
     versions.dedup();
     assert_eq!(before, versions.len(), "duplicate migration versions");
 }
+
+/// Invalid settings stop the process at start with a message naming the setting.
+#[test]
+fn invalid_settings_are_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_owned();
+    let run = |vars: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
+        cmd.arg("migrate")
+            .current_dir(&dir)
+            .env("DATABASE_URL", "sqlite://cli.db")
+            .env_remove("SECRET_KEY")
+            .env_remove("APP_ENV");
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run keel");
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for (vars, setting) in [
+        (vec![("PORT", "eighty")], "PORT"),
+        (vec![("DATABASE_URL", "mysql://localhost/keel")], "DATABASE_URL"),
+        (vec![("KEEL_MODULES", "auth,billing")], "KEEL_MODULES"),
+        (vec![("LOG_FORMAT", "xml")], "LOG_FORMAT"),
+        (vec![("BCRYPT_COST", "99")], "BCRYPT_COST"),
+        (vec![("APP_ENV", "production")], "SECRET_KEY"),
+        (vec![("APP_ENV", "production"), ("SECRET_KEY", "short")], "SECRET_KEY"),
+    ] {
+        let (ok, stderr) = run(&vars);
+        assert!(!ok, "{vars:?} should be refused");
+        assert!(stderr.contains(setting), "{vars:?}: {stderr}");
+    }
+    let (ok, stderr) = run(&[("APP_ENV", "production"), ("SECRET_KEY", "0123456789abcdef0123456789abcdef")]);
+    assert!(ok, "{stderr}");
+}
+
+/// `keel serve` on the default SQLite file logs JSON lines carrying the request id, and SIGTERM
+/// stops it cleanly.
+#[test]
+fn serve_logs_json_and_stops_on_sigterm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_owned();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .current_dir(&dir)
+        .env_remove("DATABASE_URL")
+        .env("PORT", port.to_string())
+        .env("LOG_FORMAT", "json")
+        .env("RUST_LOG", "info")
+        .env("BCRYPT_COST", "4")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start keel");
+    let probe = || -> std::io::Result<String> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
+        stream.write_all(
+            b"GET /health/live HTTP/1.1\r\nHost: localhost\r\nX-Request-Id: json-log-probe\r\nConnection: close\r\n\r\n",
+        )?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer)?;
+        Ok(answer)
+    };
+    let mut up = false;
+    for _ in 0..200 {
+        if probe().is_ok_and(|a| a.starts_with("HTTP/1.1 200")) {
+            up = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(up, "keel serve did not answer");
+    assert!(dir.join("data/keel.db").is_file(), "the default database file is created");
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "exit status {:?}", out.status);
+    let logs = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<Value> = logs.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert!(!lines.is_empty() && lines.len() == logs.lines().count(), "{logs}");
+    assert!(logs.contains("json-log-probe"), "the request id is in the log: {logs}");
+}
