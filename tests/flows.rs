@@ -44,7 +44,10 @@ async fn make_admin(db: &TestDb, email: &str) {
         .unwrap();
 }
 
-kernel::backend_tests! { an_admin_deactivates_a_user_who_then_cannot_log_in }
+kernel::backend_tests! {
+    an_admin_deactivates_a_user_who_then_cannot_log_in,
+    a_signed_in_author_publishes_a_post_the_public_reads,
+}
 
 async fn an_admin_deactivates_a_user_who_then_cannot_log_in(db: TestDb) {
     let s = spawn(&db).await;
@@ -104,4 +107,89 @@ async fn an_admin_deactivates_a_user_who_then_cannot_log_in(db: TestDb) {
     let r = login("user@example.com").await.unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(r.json::<Value>().await.unwrap()["detail"], "Inactive user");
+}
+
+async fn a_signed_in_author_publishes_a_post_the_public_reads(db: TestDb) {
+    let s = spawn(&db).await;
+    let client = &s.client;
+    let post =
+        json!({"title": "Hello, Café", "content": "# Hi\n\nFirst post.", "excerpt": "greeting"});
+    // Writing needs a signed-in user (BLOG_PROTECTION defaults to basic when auth is mounted).
+    let r = client
+        .post(s.url("/api/v1/blog/posts"))
+        .json(&post)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["detail"],
+        "Not authenticated"
+    );
+
+    let r = client
+        .post(s.url("/auth/register"))
+        .json(&json!({"email": "writer@example.com", "password": "password123", "full_name": "Wendy Writer"}))
+        .send()
+        .await
+        .unwrap();
+    let writer: Value = r.json().await.unwrap();
+    let token: Value = client
+        .post(s.url("/auth/token"))
+        .form(&[
+            ("username", "writer@example.com"),
+            ("password", "password123"),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = token["access_token"].as_str().unwrap();
+
+    let r = client
+        .post(s.url("/api/v1/blog/posts"))
+        .bearer_auth(token)
+        .json(&post)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let created: Value = r.json().await.unwrap();
+    assert_eq!(created["slug"], "hello-cafe");
+    assert_eq!(created["status"], "draft");
+    assert_eq!(created["author_id"], writer["id"]);
+    assert_eq!(created["author_name"], "Wendy Writer");
+
+    // A draft is not public.
+    let r = client
+        .get(s.url("/api/v1/blog/posts/hello-cafe"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = client
+        .post(s.url(&format!("/api/v1/blog/posts/{}/publish", created["id"])))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let list: Value = client
+        .get(s.url("/api/v1/blog/posts"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["total"], 1);
+    assert_eq!(list["posts"][0]["title"], "Hello, Café");
+    let one = client
+        .get(s.url("/api/v1/blog/posts/hello-cafe"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(one.status(), StatusCode::OK);
 }

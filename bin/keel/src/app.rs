@@ -43,6 +43,8 @@ pub struct AppState {
     pub pool: DbPool,
     #[cfg(feature = "auth")]
     pub auth: Option<Arc<auth_core::AuthModule>>,
+    #[cfg(feature = "blog")]
+    pub blog: Option<Arc<blog_core::BlogModule>>,
 }
 
 /// The migration sets of the enabled modules, in order.
@@ -52,6 +54,8 @@ pub fn migration_sets(config: &Config) -> Vec<MigrationSet> {
         match module {
             #[cfg(feature = "auth")]
             Module::Auth => sets.push(auth_core::MIGRATIONS),
+            #[cfg(feature = "blog")]
+            Module::Blog => sets.push(blog_core::MIGRATIONS),
             #[allow(unreachable_patterns)]
             _ => {}
         }
@@ -80,10 +84,21 @@ pub async fn build_state(config: &Config, pool: DbPool) -> Result<AppState, Star
     } else {
         None
     };
+    #[cfg(feature = "blog")]
+    let blog = config.is_enabled(Module::Blog).then(|| {
+        let auth_mounted = config.is_enabled(Module::Auth);
+        Arc::new(blog_core::BlogModule::build(
+            pool.clone(),
+            config.blog.clone(),
+            auth_mounted,
+        ))
+    });
     Ok(AppState {
         pool,
         #[cfg(feature = "auth")]
         auth,
+        #[cfg(feature = "blog")]
+        blog,
     })
 }
 
@@ -212,6 +227,10 @@ fn compose(
                     alias.configure(&mut utoipa_actix_web::service_config::ServiceConfig::new(c))
                 }))
             });
+    }
+    #[cfg(feature = "blog")]
+    if let Some(blog) = state.blog.clone() {
+        app = app.service(scope("/api/v1/blog").configure(move |cfg| blog.configure(cfg)));
     }
     app.openapi_service(|api| SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", api))
         .map(|app| {

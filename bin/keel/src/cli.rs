@@ -22,6 +22,34 @@ pub enum Command {
     #[cfg(feature = "auth")]
     #[command(subcommand)]
     Users(UsersCommand),
+    /// Export and import blog posts (talks to the database directly).
+    #[cfg(feature = "blog")]
+    #[command(subcommand)]
+    Blog(BlogCommand),
+}
+
+#[cfg(feature = "blog")]
+#[derive(Debug, Subcommand)]
+pub enum BlogCommand {
+    /// Write every post (or those of one status) to a file: a zip of Markdown files or a JSON array.
+    Export {
+        /// markdown or json.
+        #[arg(long, default_value = "markdown")]
+        format: String,
+        /// Where to write the export.
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// Only posts of this status: draft, published or archived.
+        #[arg(long)]
+        status: Option<String>,
+    },
+    /// Read posts from a .md, .markdown, .zip or .json file.
+    Import {
+        file: std::path::PathBuf,
+        /// What to do with a post whose slug exists: skip, overwrite or fail (nothing kept).
+        #[arg(long, default_value = "skip")]
+        on_conflict: String,
+    },
 }
 
 #[cfg(feature = "auth")]
@@ -85,6 +113,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         }
         #[cfg(feature = "auth")]
         Command::Users(command) => users(config, command).await,
+        #[cfg(feature = "blog")]
+        Command::Blog(command) => blog(config, command).await,
     }
 }
 
@@ -229,4 +259,81 @@ fn describe(e: auth_core::AuthError) -> String {
             .join("; "),
         other => other.to_string(),
     }
+}
+
+#[cfg(feature = "blog")]
+async fn blog(config: Config, command: BlogCommand) -> Result<(), CliError> {
+    use blog_core::{
+        BlogModule, ExportFormat, ExportOptions, ImportOptions, OnConflict, PostStatus,
+    };
+    use std::sync::Arc;
+
+    let pool = app::open_database(&config).await?;
+    let auth_mounted = config.is_enabled(crate::Module::Auth);
+    let service = BlogModule::build(pool, config.blog.clone(), auth_mounted).service();
+    match command {
+        BlogCommand::Export {
+            format,
+            out,
+            status,
+        } => {
+            let format = ExportFormat::parse(&format).ok_or_else(|| {
+                CliError::Failed(format!("unknown format {format:?}: use markdown or json"))
+            })?;
+            let status = match status {
+                None => None,
+                Some(raw) => Some(PostStatus::parse(&raw).ok_or_else(|| {
+                    CliError::Failed(format!(
+                        "unknown status {raw:?}: use draft, published or archived"
+                    ))
+                })?),
+            };
+            let posts = service
+                .export_to_path(ExportOptions { format, status }, &out)
+                .await
+                .map_err(|e| CliError::Failed(e.to_string()))?;
+            println!("exported {posts} posts to {}", out.display());
+        }
+        BlogCommand::Import { file, on_conflict } => {
+            let on_conflict = OnConflict::parse(&on_conflict).ok_or_else(|| {
+                CliError::Failed(format!(
+                    "unknown --on-conflict {on_conflict:?}: use skip, overwrite or fail"
+                ))
+            })?;
+            // Drawn on stderr when it is a terminal; hidden otherwise.
+            let bar = indicatif::ProgressBar::new(0).with_style(
+                indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} posts ({eta} left)")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            let progress_bar = bar.clone();
+            let options = ImportOptions {
+                on_conflict,
+                progress: Some(Arc::new(move |p: blog_core::ImportProgress| {
+                    progress_bar.set_length(p.total as u64);
+                    progress_bar.set_position(p.processed as u64);
+                })),
+                ..Default::default()
+            };
+            let outcome = service.import_path(&file, options).await;
+            bar.finish_and_clear();
+            let result = outcome.map_err(|e| CliError::Failed(e.to_string()))?;
+            println!(
+                "imported {}: {} created, {} updated, {} skipped, {} failed",
+                file.display(),
+                result.created,
+                result.updated,
+                result.skipped,
+                result.failed
+            );
+            for e in &result.errors {
+                println!(
+                    "  {} ({}): {}",
+                    e.file,
+                    if e.slug.is_empty() { "-" } else { &e.slug },
+                    e.message
+                );
+            }
+        }
+    }
+    Ok(())
 }

@@ -7,6 +7,7 @@ use kernel::config::{list, parse, parse_in_range, var};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Module {
     Auth,
+    Blog,
 }
 
 impl Module {
@@ -16,17 +17,20 @@ impl Module {
         let mut modules = Vec::new();
         #[cfg(feature = "auth")]
         modules.push(Module::Auth);
+        #[cfg(feature = "blog")]
+        modules.push(Module::Blog);
         modules
     }
 
     pub fn name(self) -> &'static str {
         match self {
             Module::Auth => "auth",
+            Module::Blog => "blog",
         }
     }
 
     fn known() -> &'static [(&'static str, Module)] {
-        &[("auth", Module::Auth)]
+        &[("auth", Module::Auth), ("blog", Module::Blog)]
     }
 }
 
@@ -60,6 +64,8 @@ pub struct Config {
     pub shutdown_timeout_seconds: u64,
     #[cfg(feature = "auth")]
     pub auth: auth_core::AuthConfig,
+    #[cfg(feature = "blog")]
+    pub blog: blog_core::BlogConfig,
 }
 
 impl Config {
@@ -107,6 +113,8 @@ impl Config {
             shutdown_timeout_seconds: parse_in_range("SHUTDOWN_TIMEOUT_SECONDS", 30, 0..=3600)?,
             #[cfg(feature = "auth")]
             auth: auth_core::AuthConfig::from_env()?,
+            #[cfg(feature = "blog")]
+            blog: blog_core::BlogConfig::from_env()?,
         })
     }
 

@@ -57,6 +57,10 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
     if let Some(auth) = &state.auth {
         modules.insert("auth".to_owned(), auth.health().await);
     }
+    #[cfg(feature = "blog")]
+    if let Some(blog) = &state.blog {
+        modules.insert("blog".to_owned(), blog.health().await);
+    }
     let status = overall(&modules);
     let body = HealthResponse {
         status,

@@ -33,6 +33,7 @@ kernel::backend_tests! {
     auth_answers_at_both_prefixes,
     unmounted_modules_answer_404,
     cli_manages_users_that_the_api_sees,
+    cli_exports_and_imports_the_blog,
 }
 
 async fn errors_use_the_detail_envelope(db: TestDb) {
@@ -274,6 +275,94 @@ async fn cli_manages_users_that_the_api_sees(db: TestDb) {
     assert!(!ok && out.contains("no user"), "{out}");
 }
 
+async fn cli_exports_and_imports_the_blog(db: TestDb) {
+    let s = spawn(config(&db)).await;
+    let token = {
+        let r = s
+            .client
+            .post(s.url("/auth/register"))
+            .json(&json!({"email": "ed@example.com", "password": "password123"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+        let r = s
+            .client
+            .post(s.url("/auth/token"))
+            .form(&[("username", "ed@example.com"), ("password", "password123")])
+            .send()
+            .await
+            .unwrap();
+        r.json::<Value>().await.unwrap()["access_token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    for title in ["First post", "Second post"] {
+        let r = s
+            .client
+            .post(s.url("/api/v1/blog/posts"))
+            .bearer_auth(&token)
+            .json(&json!({"title": title, "content": "Body."}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let zip = dir.path().join("blog.zip");
+    let json_file = dir.path().join("blog.json");
+    let (ok, out) = keel(
+        &db,
+        &[
+            "blog",
+            "export",
+            "--format",
+            "markdown",
+            "--out",
+            zip.to_str().unwrap(),
+        ],
+    );
+    assert!(ok && out.contains("exported 2 posts"), "{out}");
+    let (ok, out) = keel(
+        &db,
+        &[
+            "blog",
+            "export",
+            "--format",
+            "json",
+            "--out",
+            json_file.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{out}");
+    let exported: Value = serde_json::from_slice(&std::fs::read(&json_file).unwrap()).unwrap();
+    assert_eq!(exported.as_array().unwrap().len(), 2);
+    // Importing the same posts again: skipped by default, refused whole with --on-conflict fail.
+    let (ok, out) = keel(&db, &["blog", "import", zip.to_str().unwrap()]);
+    assert!(
+        ok && out.contains("0 created, 0 updated, 2 skipped, 0 failed"),
+        "{out}"
+    );
+    let (ok, out) = keel(
+        &db,
+        &[
+            "blog",
+            "import",
+            zip.to_str().unwrap(),
+            "--on-conflict",
+            "fail",
+        ],
+    );
+    assert!(!ok && out.contains("Post slug already exists"), "{out}");
+    let (ok, out) = keel(&db, &["blog", "import", "notes.txt"]);
+    assert!(!ok, "{out}");
+    // Into an empty database, the zip brings both posts back.
+    let fresh = TestDb::sqlite().await;
+    let (ok, out) = keel(&fresh, &["blog", "import", zip.to_str().unwrap()]);
+    assert!(ok && out.contains("2 created"), "{out}");
+}
+
 /// The OpenAPI document is part of the API: this snapshot catches accidental changes.
 /// After an intended change, run with `UPDATE_SNAPSHOTS=1` and commit the new file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -357,22 +446,34 @@ fn invalid_settings_are_refused_by_name() {
             cmd.env(k, v);
         }
         let out = cmd.output().expect("run keel");
-        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
     for (vars, setting) in [
         (vec![("PORT", "eighty")], "PORT"),
-        (vec![("DATABASE_URL", "mysql://localhost/keel")], "DATABASE_URL"),
+        (
+            vec![("DATABASE_URL", "mysql://localhost/keel")],
+            "DATABASE_URL",
+        ),
         (vec![("KEEL_MODULES", "auth,billing")], "KEEL_MODULES"),
         (vec![("LOG_FORMAT", "xml")], "LOG_FORMAT"),
         (vec![("BCRYPT_COST", "99")], "BCRYPT_COST"),
         (vec![("APP_ENV", "production")], "SECRET_KEY"),
-        (vec![("APP_ENV", "production"), ("SECRET_KEY", "short")], "SECRET_KEY"),
+        (
+            vec![("APP_ENV", "production"), ("SECRET_KEY", "short")],
+            "SECRET_KEY",
+        ),
     ] {
         let (ok, stderr) = run(&vars);
         assert!(!ok, "{vars:?} should be refused");
         assert!(stderr.contains(setting), "{vars:?}: {stderr}");
     }
-    let (ok, stderr) = run(&[("APP_ENV", "production"), ("SECRET_KEY", "0123456789abcdef0123456789abcdef")]);
+    let (ok, stderr) = run(&[
+        ("APP_ENV", "production"),
+        ("SECRET_KEY", "0123456789abcdef0123456789abcdef"),
+    ]);
     assert!(ok, "{stderr}");
 }
 
@@ -382,7 +483,11 @@ fn invalid_settings_are_refused_by_name() {
 fn serve_logs_json_and_stops_on_sigterm() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_owned();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let child = Command::new(env!("CARGO_BIN_EXE_keel"))
         .current_dir(&dir)
         .env_remove("DATABASE_URL")
@@ -412,13 +517,28 @@ fn serve_logs_json_and_stops_on_sigterm() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert!(up, "keel serve did not answer");
-    assert!(dir.join("data/keel.db").is_file(), "the default database file is created");
-    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(
+        dir.join("data/keel.db").is_file(),
+        "the default database file is created"
+    );
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(killed.success());
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "exit status {:?}", out.status);
     let logs = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<Value> = logs.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-    assert!(!lines.is_empty() && lines.len() == logs.lines().count(), "{logs}");
-    assert!(logs.contains("json-log-probe"), "the request id is in the log: {logs}");
+    let lines: Vec<Value> = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        !lines.is_empty() && lines.len() == logs.lines().count(),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("json-log-probe"),
+        "the request id is in the log: {logs}"
+    );
 }

@@ -1,0 +1,155 @@
+//! Settings of the blog module.
+
+use kernel::ConfigError;
+use kernel::config::{parse_in_range, var};
+
+/// 50 MiB.
+pub const DEFAULT_IMPORT_MAX_BYTES: usize = 50 * 1024 * 1024;
+pub const DEFAULT_IMPORT_MAX_ENTRIES: usize = 10_000;
+/// 200 MiB.
+pub const DEFAULT_IMPORT_MAX_UNPACKED_BYTES: u64 = 200 * 1024 * 1024;
+pub const DEFAULT_IMPORT_MAX_RATIO: u64 = 100;
+
+/// Who may use the write and editor endpoints (`BLOG_PROTECTION`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protection {
+    /// Administrators and moderators.
+    Role,
+    /// Any active user.
+    Basic,
+    /// Anyone: writes are open.
+    None,
+}
+
+impl Protection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protection::Role => "role",
+            Protection::Basic => "basic",
+            Protection::None => "none",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Protection> {
+        match raw.to_ascii_lowercase().as_str() {
+            "role" => Some(Protection::Role),
+            "basic" => Some(Protection::Basic),
+            "none" => Some(Protection::None),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlogConfig {
+    /// `BLOG_PROTECTION`; `None` when unset: `basic` when auth is mounted, else `none`.
+    pub protection: Option<Protection>,
+    /// `BLOG_IMPORT_MAX_BYTES` (default 50 MiB): the largest upload; over it, 413.
+    pub import_max_bytes: usize,
+    /// `BLOG_IMPORT_MAX_ENTRIES` (default 10,000): entries of an imported zip.
+    pub import_max_entries: usize,
+    /// `BLOG_IMPORT_MAX_UNPACKED_BYTES` (default 200 MiB): what an imported zip unpacks to.
+    pub import_max_unpacked_bytes: u64,
+    /// `BLOG_IMPORT_MAX_RATIO` (default 100): the compression ratio an entry over 1 MiB may have.
+    pub import_max_ratio: u64,
+}
+
+impl Default for BlogConfig {
+    fn default() -> Self {
+        Self {
+            protection: None,
+            import_max_bytes: DEFAULT_IMPORT_MAX_BYTES,
+            import_max_entries: DEFAULT_IMPORT_MAX_ENTRIES,
+            import_max_unpacked_bytes: DEFAULT_IMPORT_MAX_UNPACKED_BYTES,
+            import_max_ratio: DEFAULT_IMPORT_MAX_RATIO,
+        }
+    }
+}
+
+impl BlogConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let protection = match var("BLOG_PROTECTION") {
+            None => None,
+            Some(raw) => Some(Protection::parse(&raw).ok_or_else(|| {
+                ConfigError::new(
+                    "BLOG_PROTECTION",
+                    format!("{raw:?} is not one of role, basic, none"),
+                )
+            })?),
+        };
+        Ok(Self {
+            protection,
+            import_max_bytes: parse_in_range(
+                "BLOG_IMPORT_MAX_BYTES",
+                DEFAULT_IMPORT_MAX_BYTES,
+                1..=usize::MAX,
+            )?,
+            import_max_entries: parse_in_range(
+                "BLOG_IMPORT_MAX_ENTRIES",
+                DEFAULT_IMPORT_MAX_ENTRIES,
+                1..=usize::MAX,
+            )?,
+            import_max_unpacked_bytes: parse_in_range(
+                "BLOG_IMPORT_MAX_UNPACKED_BYTES",
+                DEFAULT_IMPORT_MAX_UNPACKED_BYTES,
+                1..=u64::MAX,
+            )?,
+            import_max_ratio: parse_in_range(
+                "BLOG_IMPORT_MAX_RATIO",
+                DEFAULT_IMPORT_MAX_RATIO,
+                1..=u64::MAX,
+            )?,
+        })
+    }
+
+    /// The protection in force: the setting, or its default (`basic` with auth, `none`
+    /// without). Without auth only `none` is possible.
+    pub fn effective_protection(&self, auth_mounted: bool) -> Protection {
+        match (auth_mounted, self.protection) {
+            (false, _) => Protection::None,
+            (true, Some(p)) => p,
+            (true, None) => Protection::Basic,
+        }
+    }
+
+    /// An error naming `BLOG_PROTECTION` when it asks for users but auth is not mounted. The
+    /// server may refuse to start on it; [`crate::BlogModule::build`] itself falls back to `none`
+    /// with a warning.
+    pub fn check(&self, auth_mounted: bool) -> Result<(), ConfigError> {
+        match self.protection {
+            Some(p @ (Protection::Role | Protection::Basic)) if !auth_mounted => {
+                Err(ConfigError::new(
+                    "BLOG_PROTECTION",
+                    format!("{} needs the auth module, which is not mounted", p.as_str()),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protection_defaults_follow_auth() {
+        let config = BlogConfig::default();
+        assert_eq!(config.effective_protection(true), Protection::Basic);
+        assert_eq!(config.effective_protection(false), Protection::None);
+        let role = BlogConfig {
+            protection: Some(Protection::Role),
+            ..BlogConfig::default()
+        };
+        assert_eq!(role.effective_protection(true), Protection::Role);
+        assert_eq!(role.effective_protection(false), Protection::None);
+        assert!(role.check(false).is_err());
+        assert!(role.check(true).is_ok());
+    }
+
+    #[test]
+    fn protection_values() {
+        assert_eq!(Protection::parse("ROLE"), Some(Protection::Role));
+        assert_eq!(Protection::parse("admin"), None);
+    }
+}

@@ -1,0 +1,266 @@
+//! Request and response bodies (separate from the service's types and the database rows).
+
+use chrono::NaiveDateTime;
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::domain::post::PostStatus;
+use crate::service::{NewPost, NewTag, Post, PostPatch, Tag, TagPatch};
+
+/// A tag.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BlogTagResponse {
+    pub id: i64,
+    pub name: String,
+    pub slug: String,
+    #[serde(with = "kernel::time::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: NaiveDateTime,
+}
+
+impl From<Tag> for BlogTagResponse {
+    fn from(t: Tag) -> Self {
+        BlogTagResponse {
+            id: t.id,
+            name: t.name,
+            slug: t.slug,
+            created_at: t.created_at,
+        }
+    }
+}
+
+/// A post.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BlogPostResponse {
+    pub id: i64,
+    pub title: String,
+    pub slug: String,
+    pub excerpt: Option<String>,
+    /// Markdown.
+    pub content: String,
+    pub status: PostStatus,
+    pub author_id: Option<i64>,
+    pub author_name: Option<String>,
+    #[serde(with = "kernel::time::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: NaiveDateTime,
+    #[serde(with = "kernel::time::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: NaiveDateTime,
+    #[serde(with = "kernel::time::rfc3339_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub published_at: Option<NaiveDateTime>,
+    pub seo_title: Option<String>,
+    pub seo_description: Option<String>,
+    pub hero_image_url: Option<String>,
+    /// Ordered by name.
+    pub tags: Vec<BlogTagResponse>,
+}
+
+impl From<Post> for BlogPostResponse {
+    fn from(p: Post) -> Self {
+        BlogPostResponse {
+            id: p.id,
+            title: p.title,
+            slug: p.slug,
+            excerpt: p.excerpt,
+            content: p.content,
+            status: p.status,
+            author_id: p.author_id,
+            author_name: p.author_name,
+            created_at: p.created_at,
+            updated_at: p.updated_at,
+            published_at: p.published_at,
+            seo_title: p.seo_title,
+            seo_description: p.seo_description,
+            hero_image_url: p.hero_image_url,
+            tags: p.tags.into_iter().map(BlogTagResponse::from).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BlogPostListResponse {
+    pub posts: Vec<BlogPostResponse>,
+    /// Every post that matches, on all pages.
+    pub total: i64,
+    pub page: i64,
+    pub page_size: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BlogTagListResponse {
+    pub tags: Vec<BlogTagResponse>,
+    pub total: i64,
+}
+
+/// A new post; it starts as a draft.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct BlogPostCreate {
+    #[schema(required = true, min_length = 1, max_length = 200)]
+    pub title: Option<String>,
+    /// Derived from the title when omitted; normalized like a derived slug.
+    #[schema(max_length = 220)]
+    pub slug: Option<String>,
+    /// Markdown (default empty).
+    pub content: Option<String>,
+    #[schema(max_length = 500)]
+    pub excerpt: Option<String>,
+    /// Slugs of existing tags.
+    pub tag_slugs: Option<Vec<String>>,
+    #[schema(max_length = 200)]
+    pub seo_title: Option<String>,
+    #[schema(max_length = 320)]
+    pub seo_description: Option<String>,
+    #[schema(max_length = 1024)]
+    pub hero_image_url: Option<String>,
+}
+
+impl From<BlogPostCreate> for NewPost {
+    fn from(b: BlogPostCreate) -> Self {
+        NewPost {
+            title: b.title,
+            slug: b.slug,
+            content: b.content,
+            excerpt: b.excerpt,
+            tag_slugs: b.tag_slugs,
+            seo_title: b.seo_title,
+            seo_description: b.seo_description,
+            hero_image_url: b.hero_image_url,
+        }
+    }
+}
+
+/// `Some(value)` for a field that is present (even as null), `None` when absent.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// A change to a post: only the fields present change. `null` clears excerpt, seo_title,
+/// seo_description and hero_image_url; `null` for title, slug and content is ignored;
+/// `tag_slugs` as a list replaces the tags (`[]` removes them), omitted or null keeps them.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct BlogPostUpdate {
+    #[schema(max_length = 200)]
+    pub title: Option<String>,
+    #[schema(max_length = 220)]
+    pub slug: Option<String>,
+    pub content: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, max_length = 500)]
+    pub excerpt: Option<Option<String>>,
+    pub tag_slugs: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub seo_title: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, max_length = 320)]
+    pub seo_description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, max_length = 1024)]
+    pub hero_image_url: Option<Option<String>>,
+}
+
+impl From<BlogPostUpdate> for PostPatch {
+    fn from(b: BlogPostUpdate) -> Self {
+        PostPatch {
+            title: b.title,
+            slug: b.slug,
+            content: b.content,
+            excerpt: b.excerpt,
+            seo_title: b.seo_title,
+            seo_description: b.seo_description,
+            hero_image_url: b.hero_image_url,
+            tag_slugs: b.tag_slugs,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct BlogTagCreate {
+    #[schema(required = true, min_length = 1, max_length = 80)]
+    pub name: Option<String>,
+    /// Derived from the name when omitted.
+    #[schema(max_length = 100)]
+    pub slug: Option<String>,
+}
+
+impl From<BlogTagCreate> for NewTag {
+    fn from(b: BlogTagCreate) -> Self {
+        NewTag {
+            name: b.name,
+            slug: b.slug,
+        }
+    }
+}
+
+/// A change to a tag; null or omitted fields are kept.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct BlogTagUpdate {
+    #[schema(max_length = 80)]
+    pub name: Option<String>,
+    #[schema(max_length = 100)]
+    pub slug: Option<String>,
+}
+
+impl From<BlogTagUpdate> for TagPatch {
+    fn from(b: BlogTagUpdate) -> Self {
+        TagPatch {
+            name: b.name,
+            slug: b.slug,
+        }
+    }
+}
+
+/// The public list's query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PostListQuery {
+    /// 1-based page number (default 1).
+    pub page: Option<i64>,
+    /// Posts per page (default 20, at most 100).
+    pub page_size: Option<i64>,
+    /// Only posts with this tag (a tag slug).
+    pub tag: Option<String>,
+}
+
+/// The editor list's query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AdminPostListQuery {
+    /// 1-based page number (default 1).
+    pub page: Option<i64>,
+    /// Posts per page (default 20, at most 100).
+    pub page_size: Option<i64>,
+    /// `draft`, `published` or `archived`.
+    pub status: Option<String>,
+    /// Only posts with this tag (a tag slug).
+    pub tag: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExportQuery {
+    /// `markdown` (default: a zip of `<slug>.md` files) or `json`.
+    pub format: Option<String>,
+    /// Only posts of this status: `draft`, `published` or `archived`.
+    pub status_filter: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ImportQuery {
+    /// What to do with a post whose slug exists: `skip` (default), `overwrite` or `fail`.
+    pub on_conflict: Option<String>,
+}
+
+/// The import upload: one file, `.md`/`.markdown`, `.zip` or `.json`.
+#[derive(Debug, ToSchema)]
+pub struct ImportUpload {
+    #[schema(value_type = String, format = Binary)]
+    pub file: Vec<u8>,
+}

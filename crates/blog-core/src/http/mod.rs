@@ -1,0 +1,82 @@
+//! HTTP handlers of the blog module (mounted at `/api/v1/blog` by the server), its request and
+//! response types, and the write-level guard.
+
+pub mod dto;
+pub mod posts;
+pub mod tags;
+pub mod transfer;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use actix_web::dev::Payload;
+use actix_web::{FromRequest, HttpRequest, web};
+use kernel::identity::{AuthFailure, Identity};
+use kernel::{ApiError, Role};
+
+use crate::config::Protection;
+use crate::service::{Author, BlogService};
+
+/// What the handlers share.
+pub struct BlogState {
+    pub service: Arc<dyn BlogService>,
+    pub protection: Protection,
+    /// The largest import upload, in bytes.
+    pub import_max_bytes: usize,
+}
+
+/// Extractor for the write and editor endpoints: checks the caller against the protection level
+/// and yields the author of new posts.
+///
+/// - `role`: an active administrator or moderator (401 without a valid token, 403
+///   `Insufficient permissions` for other roles);
+/// - `basic`: any active user (401 without a valid token);
+/// - `none`: anyone; a valid token still names the author, an invalid one is ignored.
+pub struct Editor(pub Author);
+
+impl Editor {
+    async fn resolve(req: &HttpRequest) -> Result<Editor, ApiError> {
+        let state = req
+            .app_data::<web::Data<BlogState>>()
+            .ok_or_else(|| ApiError::internal("the blog module's state is not registered"))?;
+        let identity = req
+            .app_data::<web::Data<Identity>>()
+            .filter(|i| i.is_enabled());
+        match state.protection {
+            Protection::None => {
+                let principal = match identity {
+                    Some(identity) => identity.optional_caller(req).await.ok().flatten(),
+                    None => None,
+                };
+                Ok(Editor(
+                    principal.as_ref().map(Author::from).unwrap_or_default(),
+                ))
+            }
+            level => {
+                let identity = identity.ok_or(AuthFailure::NotAuthenticated)?;
+                let principal = identity
+                    .caller(req)
+                    .await?
+                    .ok_or(AuthFailure::NotAuthenticated)?;
+                if !principal.is_active {
+                    return Err(AuthFailure::Inactive.into());
+                }
+                if level == Protection::Role {
+                    principal.require_role(&[Role::Admin, Role::Moderator])?;
+                }
+                Ok(Editor(Author::from(&principal)))
+            }
+        }
+    }
+}
+
+impl FromRequest for Editor {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move { Editor::resolve(&req).await })
+    }
+}

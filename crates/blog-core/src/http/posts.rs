@@ -1,0 +1,235 @@
+//! Posts: the public list and page, the editor list, create, update, publish, archive, delete.
+
+use actix_web::{HttpResponse, delete, get, post, put, web};
+use kernel::pagination::PageParams;
+use kernel::{ApiError, FieldError};
+
+use super::dto::{
+    AdminPostListQuery, BlogPostCreate, BlogPostListResponse, BlogPostResponse, BlogPostUpdate,
+    PostListQuery,
+};
+use super::{BlogState, Editor};
+use crate::domain::post::PostStatus;
+use crate::error::BlogError;
+use crate::service::PostPage;
+
+fn list_response(page: PostPage, number: i64, size: i64) -> BlogPostListResponse {
+    BlogPostListResponse {
+        posts: page.posts.into_iter().map(BlogPostResponse::from).collect(),
+        total: page.total,
+        page: number,
+        page_size: size,
+    }
+}
+
+/// A `status` query value: 422 naming `field` unless it is a status.
+pub(crate) fn parse_status(
+    field: &str,
+    raw: Option<&str>,
+) -> Result<Option<PostStatus>, BlogError> {
+    match raw.map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(raw) => PostStatus::parse(raw).map(Some).ok_or_else(|| {
+            BlogError::Invalid(vec![FieldError::new(
+                field,
+                format!("{field} must be draft, published or archived"),
+            )])
+        }),
+    }
+}
+
+fn tag_filter(tag: &Option<String>) -> Option<&str> {
+    tag.as_deref().map(str::trim).filter(|t| !t.is_empty())
+}
+
+#[utoipa::path(
+    tag = "blog",
+    params(PostListQuery),
+    responses(
+        (status = 200, description = "Published posts, newest publication first", body = BlogPostListResponse),
+        (status = 422, description = "page < 1 or page_size outside 1..100"),
+    )
+)]
+#[get("/posts")]
+pub async fn list_posts(
+    state: web::Data<BlogState>,
+    query: web::Query<PostListQuery>,
+) -> Result<web::Json<BlogPostListResponse>, ApiError> {
+    let query = query.into_inner();
+    let page = PageParams {
+        page: query.page,
+        page_size: query.page_size,
+    }
+    .resolve()?;
+    let posts = state
+        .service
+        .list_published(page, tag_filter(&query.tag))
+        .await?;
+    Ok(web::Json(list_response(posts, page.page, page.page_size)))
+}
+
+#[utoipa::path(
+    tag = "blog",
+    params(("slug" = String, Path, description = "The post's slug")),
+    responses(
+        (status = 200, body = BlogPostResponse),
+        (status = 404, description = "Post not found (also when it is not published)"),
+    )
+)]
+#[get("/posts/{slug}")]
+pub async fn get_post(
+    state: web::Data<BlogState>,
+    slug: web::Path<String>,
+) -> Result<web::Json<BlogPostResponse>, ApiError> {
+    let post = state.service.get_published(&slug.into_inner()).await?;
+    Ok(web::Json(post.into()))
+}
+
+#[utoipa::path(
+    tag = "blog",
+    security(("bearer" = [])),
+    params(AdminPostListQuery),
+    responses(
+        (status = 200, description = "Posts of every status, newest first", body = BlogPostListResponse),
+        (status = 401, description = "Not authenticated"),
+        (status = 403, description = "Insufficient permissions"),
+        (status = 422, description = "Bad page, page_size or status"),
+    )
+)]
+#[get("/admin/posts")]
+pub async fn admin_list_posts(
+    _editor: Editor,
+    state: web::Data<BlogState>,
+    query: web::Query<AdminPostListQuery>,
+) -> Result<web::Json<BlogPostListResponse>, ApiError> {
+    let query = query.into_inner();
+    let page = PageParams {
+        page: query.page,
+        page_size: query.page_size,
+    }
+    .resolve()?;
+    let status = parse_status("status", query.status.as_deref())?;
+    let posts = state
+        .service
+        .list_all(page, status, tag_filter(&query.tag))
+        .await?;
+    Ok(web::Json(list_response(posts, page.page, page.page_size)))
+}
+
+#[utoipa::path(
+    tag = "blog",
+    security(("bearer" = [])),
+    request_body = BlogPostCreate,
+    responses(
+        (status = 201, description = "Created as a draft", body = BlogPostResponse),
+        (status = 401, description = "Not authenticated"),
+        (status = 403, description = "Insufficient permissions"),
+        (status = 409, description = "Post slug already exists: <slug>"),
+        (status = 422, description = "A field breaks its limit, or Unknown tag: <slug>"),
+    )
+)]
+#[post("/posts")]
+pub async fn create_post(
+    editor: Editor,
+    state: web::Data<BlogState>,
+    body: web::Json<BlogPostCreate>,
+) -> Result<HttpResponse, ApiError> {
+    let post = state
+        .service
+        .create_post(&editor.0, body.into_inner().into())
+        .await?;
+    Ok(HttpResponse::Created().json(BlogPostResponse::from(post)))
+}
+
+#[utoipa::path(
+    tag = "blog",
+    security(("bearer" = [])),
+    params(("post_id" = i64, Path, description = "The post's id")),
+    request_body = BlogPostUpdate,
+    responses(
+        (status = 200, body = BlogPostResponse),
+        (status = 401, description = "Not authenticated"),
+        (status = 403, description = "Insufficient permissions"),
+        (status = 404, description = "Post not found"),
+        (status = 409, description = "Post slug already exists: <slug>"),
+        (status = 422, description = "A field breaks its limit, or Unknown tag: <slug>"),
+    )
+)]
+#[put("/posts/{post_id}")]
+pub async fn update_post(
+    _editor: Editor,
+    state: web::Data<BlogState>,
+    path: web::Path<i64>,
+    body: web::Json<BlogPostUpdate>,
+) -> Result<web::Json<BlogPostResponse>, ApiError> {
+    let post = state
+        .service
+        .update_post(path.into_inner(), body.into_inner().into())
+        .await?;
+    Ok(web::Json(post.into()))
+}
+
+#[utoipa::path(
+    tag = "blog",
+    security(("bearer" = [])),
+    params(("post_id" = i64, Path, description = "The post's id")),
+    responses(
+        (status = 200, description = "Published; published_at is set the first time only", body = BlogPostResponse),
+        (status = 401, description = "Not authenticated"),
+        (status = 403, description = "Insufficient permissions"),
+        (status = 404, description = "Post not found"),
+    )
+)]
+#[post("/posts/{post_id}/publish")]
+pub async fn publish_post(
+    _editor: Editor,
+    state: web::Data<BlogState>,
+    path: web::Path<i64>,
+) -> Result<web::Json<BlogPostResponse>, ApiError> {
+    Ok(web::Json(
+        state.service.publish_post(path.into_inner()).await?.into(),
+    ))
+}
+
+#[utoipa::path(
+    tag = "blog",
+    security(("bearer" = [])),
+    params(("post_id" = i64, Path, description = "The post's id")),
+    responses(
+        (status = 200, description = "Archived (from any state)", body = BlogPostResponse),
+        (status = 401, description = "Not authenticated"),
+        (status = 403, description = "Insufficient permissions"),
+        (status = 404, description = "Post not found"),
+    )
+)]
+#[post("/posts/{post_id}/archive")]
+pub async fn archive_post(
+    _editor: Editor,
+    state: web::Data<BlogState>,
+    path: web::Path<i64>,
+) -> Result<web::Json<BlogPostResponse>, ApiError> {
+    Ok(web::Json(
+        state.service.archive_post(path.into_inner()).await?.into(),
+    ))
+}
+
+#[utoipa::path(
+    tag = "blog",
+    security(("bearer" = [])),
+    params(("post_id" = i64, Path, description = "The post's id")),
+    responses(
+        (status = 204, description = "Deleted with its tag links"),
+        (status = 401, description = "Not authenticated"),
+        (status = 403, description = "Insufficient permissions"),
+        (status = 404, description = "Post not found"),
+    )
+)]
+#[delete("/posts/{post_id}")]
+pub async fn delete_post(
+    _editor: Editor,
+    state: web::Data<BlogState>,
+    path: web::Path<i64>,
+) -> Result<HttpResponse, ApiError> {
+    state.service.delete_post(path.into_inner()).await?;
+    Ok(HttpResponse::NoContent().finish())
+}

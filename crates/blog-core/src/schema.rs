@@ -1,0 +1,41 @@
+//! Table definitions, portable across PostgreSQL and SQLite.
+
+diesel::table! {
+    blog_posts (id) {
+        id -> BigInt,
+        title -> Text,
+        slug -> Text,
+        excerpt -> Nullable<Text>,
+        content -> Text,
+        status -> Text,
+        author_id -> Nullable<BigInt>,
+        author_name -> Nullable<Text>,
+        seo_title -> Nullable<Text>,
+        seo_description -> Nullable<Text>,
+        hero_image_url -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+        published_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    blog_tags (id) {
+        id -> BigInt,
+        name -> Text,
+        name_key -> Text,
+        slug -> Text,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    blog_post_tags (post_id, tag_id) {
+        post_id -> BigInt,
+        tag_id -> BigInt,
+    }
+}
+
+diesel::joinable!(blog_post_tags -> blog_posts (post_id));
+diesel::joinable!(blog_post_tags -> blog_tags (tag_id));
+diesel::allow_tables_to_appear_in_same_query!(blog_posts, blog_tags, blog_post_tags);

@@ -1,0 +1,3 @@
+DROP TABLE blog_post_tags;
+DROP TABLE blog_tags;
+DROP TABLE blog_posts;
