@@ -15,9 +15,11 @@ async fn spawn(db: &TestDb) -> TestServer {
     config.http_workers = 2;
     config.modules = Module::compiled();
     config.auth = auth_core::AuthConfig::with_secret(SECRET);
+    config.tasks.backend = tasks_core::BackendChoice::Memory;
     let app = Application::build(config).await.expect("the server starts");
     let port = app.port();
-    TestServer::start(app.into_server(), port)
+    let (server, worker) = app.into_parts();
+    TestServer::start(server, port).hold(worker)
 }
 
 /// Promotes a user the way `keel users set-role` does: the auth service on the same database.
@@ -47,6 +49,7 @@ async fn make_admin(db: &TestDb, email: &str) {
 kernel::backend_tests! {
     an_admin_deactivates_a_user_who_then_cannot_log_in,
     a_signed_in_author_publishes_a_post_the_public_reads,
+    a_signed_in_user_runs_a_background_task,
 }
 
 async fn an_admin_deactivates_a_user_who_then_cannot_log_in(db: TestDb) {
@@ -192,4 +195,67 @@ async fn a_signed_in_author_publishes_a_post_the_public_reads(db: TestDb) {
         .await
         .unwrap();
     assert_eq!(one.status(), StatusCode::OK);
+}
+
+async fn a_signed_in_user_runs_a_background_task(db: TestDb) {
+    let s = spawn(&db).await;
+    let client = &s.client;
+    let body = json!({"task_name": "io_simulation_task", "queue_type": "load_test"});
+    let r = client
+        .post(s.url("/api/v1/tasks/enqueue"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::UNAUTHORIZED,
+        "task endpoints need a user when auth is mounted"
+    );
+    client
+        .post(s.url("/auth/register"))
+        .json(&json!({"email": "ops@example.com", "password": "password123"}))
+        .send()
+        .await
+        .unwrap();
+    let token: Value = client
+        .post(s.url("/auth/token"))
+        .form(&[("username", "ops@example.com"), ("password", "password123")])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = token["access_token"].as_str().unwrap();
+    let r = client
+        .post(s.url("/api/v1/tasks/enqueue"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let queued: Value = r.json().await.unwrap();
+    assert_eq!(queued["status"], "queued");
+    let id = queued["task_id"].as_str().unwrap();
+    // The embedded worker runs it; poll until it is finished (bounded).
+    let mut finished = None;
+    for _ in 0..300 {
+        let r = client
+            .get(s.url(&format!("/api/v1/tasks/result/{id}")))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        if r.status() == StatusCode::OK {
+            finished = Some(r.json::<Value>().await.unwrap());
+            break;
+        }
+        assert_eq!(r.status(), StatusCode::ACCEPTED);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let finished = finished.expect("the task finished");
+    assert_eq!(finished["status"], "completed", "{finished}");
+    assert_eq!(finished["task_name"], "io_simulation_task");
 }

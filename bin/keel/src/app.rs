@@ -45,6 +45,8 @@ pub struct AppState {
     pub auth: Option<Arc<auth_core::AuthModule>>,
     #[cfg(feature = "blog")]
     pub blog: Option<Arc<blog_core::BlogModule>>,
+    #[cfg(feature = "tasks")]
+    pub tasks: Option<Arc<tasks_core::TasksModule>>,
 }
 
 /// The migration sets of the enabled modules, in order.
@@ -71,10 +73,20 @@ pub async fn open_database(config: &Config) -> Result<DbPool, StartError> {
 
 /// Builds the enabled modules over `pool`.
 pub async fn build_state(config: &Config, pool: DbPool) -> Result<AppState, StartError> {
+    #[cfg(feature = "tasks")]
+    let tasks = match config.is_enabled(Module::Tasks) {
+        true => Some(Arc::new(build_tasks(config).await?)),
+        false => None,
+    };
+    // Shared counters (auth rate limits) live in Redis when the task queue runs on it.
+    #[cfg(feature = "tasks")]
+    let redis = tasks.as_ref().and_then(|t| t.redis_pool());
+    #[cfg(not(feature = "tasks"))]
+    let redis = None;
     #[cfg(feature = "auth")]
     let auth = if config.is_enabled(Module::Auth) {
         let module =
-            auth_core::AuthModule::build(pool.clone(), &config.auth, None, config.max_json_bytes)
+            auth_core::AuthModule::build(pool.clone(), &config.auth, redis, config.max_json_bytes)
                 .await
                 .map_err(|e| StartError::Module {
                     module: "auth",
@@ -93,13 +105,28 @@ pub async fn build_state(config: &Config, pool: DbPool) -> Result<AppState, Star
             auth_mounted,
         ))
     });
+    #[cfg(not(feature = "auth"))]
+    let _ = redis;
     Ok(AppState {
         pool,
         #[cfg(feature = "auth")]
         auth,
         #[cfg(feature = "blog")]
         blog,
+        #[cfg(feature = "tasks")]
+        tasks,
     })
+}
+
+/// The tasks module on the backend its settings choose.
+#[cfg(feature = "tasks")]
+pub async fn build_tasks(config: &Config) -> Result<tasks_core::TasksModule, StartError> {
+    tasks_core::TasksModule::build(config.tasks.clone())
+        .await
+        .map_err(|e| StartError::Module {
+            module: "tasks",
+            message: e.to_string(),
+        })
 }
 
 #[derive(OpenApi)]
@@ -129,6 +156,11 @@ fn base_document() -> utoipa::openapi::OpenApi {
 pub struct Application {
     port: u16,
     server: Server,
+    /// The embedded task worker of `keel serve` (`WORKER_EMBEDDED`).
+    #[cfg(feature = "tasks")]
+    worker: Option<tasks_core::WorkerHandle>,
+    #[cfg(feature = "tasks")]
+    worker_shutdown: std::time::Duration,
 }
 
 impl Application {
@@ -150,6 +182,10 @@ impl Application {
         let identity = Identity::new(state.auth.as_ref().map(|a| a.authenticator()));
         #[cfg(not(feature = "auth"))]
         let identity = Identity::new(None);
+        #[cfg(feature = "tasks")]
+        let worker = state.tasks.as_ref().and_then(|t| t.start_embedded_worker());
+        #[cfg(feature = "tasks")]
+        let worker_shutdown = config.tasks.shutdown_timeout;
         let workers = config.http_workers;
         let shutdown_timeout = config.shutdown_timeout_seconds;
         let config = Arc::new(config);
@@ -173,23 +209,57 @@ impl Application {
             source,
         })?
         .run();
-        Ok(Application { port, server })
+        Ok(Application {
+            port,
+            server,
+            #[cfg(feature = "tasks")]
+            worker,
+            #[cfg(feature = "tasks")]
+            worker_shutdown,
+        })
     }
 
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// Runs until SIGTERM or SIGINT, then drains in-flight requests.
+    /// Runs until SIGTERM or SIGINT, then drains in-flight requests and stops the embedded
+    /// worker (running jobs finish within `WORKER_SHUTDOWN_TIMEOUT_SECONDS` or go back to the
+    /// queue).
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.server.await
+        let served = self.server.await;
+        #[cfg(feature = "tasks")]
+        if let Some(worker) = self.worker {
+            worker.shutdown(self.worker_shutdown).await;
+        }
+        served
     }
 
     /// The server future, for tests that run it in the background.
     pub fn into_server(self) -> Server {
-        self.server
+        self.into_parts().0
+    }
+
+    /// The server future and what runs beside it (the embedded worker), for tests that run the
+    /// application in the background: the worker stops when the second part is dropped.
+    pub fn into_parts(self) -> (Server, Background) {
+        #[cfg(feature = "tasks")]
+        let background = Background(self.worker);
+        #[cfg(not(feature = "tasks"))]
+        let background = Background(());
+        (self.server, background)
     }
 }
+
+/// Work the application runs beside its HTTP server; stops when dropped.
+#[cfg(feature = "tasks")]
+pub struct Background(#[allow(dead_code)] Option<tasks_core::WorkerHandle>);
+
+/// Work the application runs beside its HTTP server; stops when dropped.
+#[cfg(not(feature = "tasks"))]
+pub struct Background(());
+
+impl Application {}
 
 /// The routes of the server and of every enabled module, with the OpenAPI document they make.
 fn compose(
@@ -227,6 +297,10 @@ fn compose(
                     alias.configure(&mut utoipa_actix_web::service_config::ServiceConfig::new(c))
                 }))
             });
+    }
+    #[cfg(feature = "tasks")]
+    if let Some(tasks) = state.tasks.clone() {
+        app = app.service(scope("/api/v1/tasks").configure(move |cfg| tasks.configure(cfg)));
     }
     #[cfg(feature = "blog")]
     if let Some(blog) = state.blog.clone() {

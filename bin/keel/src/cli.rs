@@ -26,6 +26,44 @@ pub enum Command {
     #[cfg(feature = "blog")]
     #[command(subcommand)]
     Blog(BlogCommand),
+    /// Run background-task workers (WORKER_PROCESSES processes) until SIGTERM or SIGINT.
+    #[cfg(feature = "tasks")]
+    Worker {
+        /// Comma-separated queues to work (default: every queue).
+        #[arg(long)]
+        queues: Option<String>,
+    },
+    /// Inspect and enqueue background tasks (needs the Redis backend).
+    #[cfg(feature = "tasks")]
+    #[command(subcommand)]
+    Tasks(TasksCommand),
+}
+
+#[cfg(feature = "tasks")]
+#[derive(Debug, Subcommand)]
+pub enum TasksCommand {
+    /// Registered tasks per queue, and queue depths.
+    List,
+    /// Enqueue a task; prints its id.
+    Enqueue {
+        name: String,
+        /// The queue (default: the task's own).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Arguments as JSON: an array (positional), an object (keyword) or {"args": [...], "kwargs": {...}}.
+        #[arg(long)]
+        args: Option<String>,
+    },
+    /// A task's state and result.
+    Result {
+        id: String,
+        /// Wait until the task has finished.
+        #[arg(long)]
+        wait: bool,
+        /// The longest wait, in seconds.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+    },
 }
 
 #[cfg(feature = "blog")]
@@ -115,6 +153,10 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Users(command) => users(config, command).await,
         #[cfg(feature = "blog")]
         Command::Blog(command) => blog(config, command).await,
+        #[cfg(feature = "tasks")]
+        Command::Worker { queues } => worker(config, queues).await,
+        #[cfg(feature = "tasks")]
+        Command::Tasks(command) => tasks(config, command).await,
     }
 }
 
@@ -335,5 +377,84 @@ async fn blog(config: Config, command: BlogCommand) -> Result<(), CliError> {
             }
         }
     }
+    Ok(())
+}
+
+/// `keel worker`: one worker in this process, or with `WORKER_PROCESSES` > 1 that many child
+/// processes (each `keel worker` with one process), stopped together on SIGTERM/SIGINT.
+#[cfg(feature = "tasks")]
+async fn worker(config: Config, queues: Option<String>) -> Result<(), CliError> {
+    let processes = config.tasks.worker_processes;
+    if processes > 1 {
+        return supervise_workers(processes, queues).await;
+    }
+    let module = app::build_tasks(&config).await?;
+    let queues = queues
+        .as_deref()
+        .map(tasks_core::cli::parse_queue_list)
+        .unwrap_or_default();
+    let queues: Vec<&str> = queues.iter().map(String::as_str).collect();
+    tracing::info!(queues = ?queues, "worker started");
+    module
+        .run_worker_until_signal(&queues)
+        .await
+        .map_err(|e| CliError::Failed(e.to_string()))
+}
+
+/// Starts `processes` single-process workers and forwards SIGTERM to them when stopped.
+#[cfg(feature = "tasks")]
+async fn supervise_workers(processes: usize, queues: Option<String>) -> Result<(), CliError> {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let exe = std::env::current_exe()?;
+    let mut children = Vec::with_capacity(processes);
+    for _ in 0..processes {
+        let mut cmd = tokio::process::Command::new(&exe);
+        cmd.arg("worker").env("WORKER_PROCESSES", "1");
+        if let Some(q) = &queues {
+            cmd.args(["--queues", q]);
+        }
+        children.push(cmd.spawn()?);
+    }
+    tracing::info!(processes, "worker processes started");
+    tasks_core::wait_for_stop_signal().await;
+    for child in &children {
+        if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+    }
+    let mut failed = 0;
+    for mut child in children {
+        if !child.wait().await.is_ok_and(|s| s.success()) {
+            failed += 1;
+        }
+    }
+    match failed {
+        0 => Ok(()),
+        n => Err(CliError::Failed(format!(
+            "{n} worker processes did not stop cleanly"
+        ))),
+    }
+}
+
+#[cfg(feature = "tasks")]
+async fn tasks(config: Config, command: TasksCommand) -> Result<(), CliError> {
+    let module = app::build_tasks(&config).await?;
+    let fail = |e: tasks_core::TasksError| CliError::Failed(e.to_string());
+    let json = match command {
+        TasksCommand::List => serde_json::to_string_pretty(&module.cli_list().await.map_err(fail)?),
+        TasksCommand::Enqueue { name, queue, args } => serde_json::to_string_pretty(
+            &module
+                .cli_enqueue(&name, queue.as_deref(), args.as_deref())
+                .await
+                .map_err(fail)?,
+        ),
+        TasksCommand::Result { id, wait, timeout } => {
+            let wait = wait.then(|| std::time::Duration::from_secs(timeout));
+            serde_json::to_string_pretty(&module.cli_result(&id, wait).await.map_err(fail)?)
+        }
+    };
+    println!("{}", json.map_err(|e| CliError::Failed(e.to_string()))?);
     Ok(())
 }

@@ -8,6 +8,7 @@ use kernel::config::{list, parse, parse_in_range, var};
 pub enum Module {
     Auth,
     Blog,
+    Tasks,
 }
 
 impl Module {
@@ -19,6 +20,8 @@ impl Module {
         modules.push(Module::Auth);
         #[cfg(feature = "blog")]
         modules.push(Module::Blog);
+        #[cfg(feature = "tasks")]
+        modules.push(Module::Tasks);
         modules
     }
 
@@ -26,11 +29,16 @@ impl Module {
         match self {
             Module::Auth => "auth",
             Module::Blog => "blog",
+            Module::Tasks => "tasks",
         }
     }
 
     fn known() -> &'static [(&'static str, Module)] {
-        &[("auth", Module::Auth), ("blog", Module::Blog)]
+        &[
+            ("auth", Module::Auth),
+            ("blog", Module::Blog),
+            ("tasks", Module::Tasks),
+        ]
     }
 }
 
@@ -66,6 +74,8 @@ pub struct Config {
     pub auth: auth_core::AuthConfig,
     #[cfg(feature = "blog")]
     pub blog: blog_core::BlogConfig,
+    #[cfg(feature = "tasks")]
+    pub tasks: tasks_core::TasksConfig,
 }
 
 impl Config {
@@ -115,6 +125,8 @@ impl Config {
             auth: auth_core::AuthConfig::from_env()?,
             #[cfg(feature = "blog")]
             blog: blog_core::BlogConfig::from_env()?,
+            #[cfg(feature = "tasks")]
+            tasks: tasks_core::TasksConfig::from_env()?,
         })
     }
 

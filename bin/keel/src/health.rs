@@ -61,6 +61,10 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
     if let Some(blog) = &state.blog {
         modules.insert("blog".to_owned(), blog.health().await);
     }
+    #[cfg(feature = "tasks")]
+    if let Some(tasks) = &state.tasks {
+        modules.insert("tasks".to_owned(), tasks.health().await);
+    }
     let status = overall(&modules);
     let body = HealthResponse {
         status,
@@ -94,21 +98,33 @@ pub async fn live() -> HttpResponse {
 #[utoipa::path(
     tag = "health",
     responses(
-        (status = 200, description = "The database answers", body = ProbeResponse),
-        (status = 503, description = "The database does not answer", body = ProbeResponse),
+        (status = 200, description = "The database (and Redis, when the task queue uses it) answers", body = ProbeResponse),
+        (status = 503, description = "A dependency does not answer", body = ProbeResponse),
     )
 )]
 #[get("/health/ready")]
 pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
-    match state.pool.ping().await {
-        Ok(()) => HttpResponse::Ok().json(ProbeResponse {
+    let mut problems = Vec::new();
+    if let Err(e) = state.pool.ping().await {
+        problems.push(format!("database unreachable: {e}"));
+    }
+    #[cfg(feature = "tasks")]
+    if let Some(tasks) = &state.tasks {
+        let queue = tasks.health().await;
+        if queue.status == HealthStatus::Unhealthy {
+            problems.push(format!("task queue unreachable: {}", queue.detail));
+        }
+    }
+    if problems.is_empty() {
+        HttpResponse::Ok().json(ProbeResponse {
             status: "ready".to_owned(),
             detail: None,
-        }),
-        Err(e) => HttpResponse::ServiceUnavailable().json(ProbeResponse {
+        })
+    } else {
+        HttpResponse::ServiceUnavailable().json(ProbeResponse {
             status: "not ready".to_owned(),
-            detail: Some(format!("database unreachable: {e}")),
-        }),
+            detail: Some(problems.join("; ")),
+        })
     }
 }
 

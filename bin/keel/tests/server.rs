@@ -16,6 +16,7 @@ fn config(db: &TestDb) -> Config {
     config.http_workers = 2;
     config.modules = Module::compiled();
     config.auth = auth_core::AuthConfig::with_secret("server-test-secret-server-test-secret");
+    config.tasks.backend = tasks_core::BackendChoice::Memory;
     config
 }
 
@@ -83,6 +84,8 @@ async fn health_reports_every_module(db: TestDb) {
     assert_eq!(body["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(body["modules"]["auth"]["status"], "healthy");
     assert_eq!(body["modules"]["database"]["status"], "healthy");
+    assert_eq!(body["modules"]["blog"]["status"], "healthy");
+    assert_eq!(body["modules"]["tasks"]["status"], "healthy");
     let live: Value = s
         .client
         .get(s.url("/health/live"))
@@ -540,5 +543,59 @@ fn serve_logs_json_and_stops_on_sigterm() {
     assert!(
         logs.contains("json-log-probe"),
         "the request id is in the log: {logs}"
+    );
+}
+
+/// `keel worker` with two processes on Redis runs what `keel tasks enqueue` queues, and
+/// `keel tasks result --wait` reads it; SIGTERM stops the workers cleanly.
+#[test]
+fn cli_workers_run_tasks_on_redis() {
+    let Ok(redis_url) = std::env::var("TEST_REDIS_URL") else {
+        eprintln!("TEST_REDIS_URL is not set: Redis worker test skipped");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let command = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
+        cmd.args(args)
+            .current_dir(tmp.path())
+            .env("TASKS_BACKEND", "redis")
+            .env("REDIS_URL", &redis_url)
+            .env("REDIS_DB", "11")
+            .env("WORKER_PROCESSES", "2")
+            .env("RUST_LOG", "warn");
+        cmd
+    };
+    let run = |args: &[&str]| {
+        let out = command(args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str::<Value>(&text).unwrap()
+    };
+    let supervisor = command(&["worker", "--queues", "load_test,system"])
+        .spawn()
+        .unwrap();
+    let list = run(&["tasks", "list"]);
+    assert!(list.to_string().contains("io_simulation_task"), "{list}");
+    let queued = run(&["tasks", "enqueue", "io_simulation_task"]);
+    let id = queued["task_id"].as_str().unwrap().to_owned();
+    assert_eq!(queued["queue_type"], "load_test");
+    let result = run(&["tasks", "result", &id, "--wait", "--timeout", "60"]);
+    assert_eq!(result["status"], "completed", "{result}");
+    assert_eq!(result["task_id"], id.as_str());
+    let killed = Command::new("kill")
+        .args(["-TERM", &supervisor.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = supervisor.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "workers stopped cleanly: {:?}",
+        out.status
     );
 }

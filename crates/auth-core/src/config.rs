@@ -18,6 +18,9 @@ pub struct AuthConfig {
     pub bcrypt_cost: u32,
     /// `AUTH_RATE_LIMIT` (default false).
     pub rate_limit: bool,
+    /// `BCRYPT_CONCURRENCY`: bcrypt operations running at once (default: CPU cores less one, at
+    /// least one), so a burst of logins leaves a core to every other request.
+    pub bcrypt_concurrency: usize,
 }
 
 impl std::fmt::Debug for AuthConfig {
@@ -28,6 +31,7 @@ impl std::fmt::Debug for AuthConfig {
             .field("token_minutes", &self.token_minutes)
             .field("bcrypt_cost", &self.bcrypt_cost)
             .field("rate_limit", &self.rate_limit)
+            .field("bcrypt_concurrency", &self.bcrypt_concurrency)
             .finish()
     }
 }
@@ -60,6 +64,11 @@ impl AuthConfig {
             token_minutes: parse_in_range("ACCESS_TOKEN_EXPIRE_MINUTES", 30, 1..=525_600)?,
             bcrypt_cost: parse_in_range("BCRYPT_COST", 12, 4..=31)?,
             rate_limit: flag("AUTH_RATE_LIMIT", false)?,
+            bcrypt_concurrency: parse_in_range(
+                "BCRYPT_CONCURRENCY",
+                default_bcrypt_concurrency(),
+                1..=1024,
+            )?,
         })
     }
 
@@ -71,8 +80,16 @@ impl AuthConfig {
             token_minutes: 30,
             bcrypt_cost: 4,
             rate_limit: false,
+            bcrypt_concurrency: default_bcrypt_concurrency(),
         }
     }
+}
+
+fn default_bcrypt_concurrency() -> usize {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    cores.saturating_sub(1).max(1)
 }
 
 fn random_secret() -> Result<Vec<u8>, String> {

@@ -69,7 +69,7 @@ impl AuthModule {
             (true, None) => rate_limit::RateLimiter::memory(),
         };
         let keys = tokens::TokenKeys::new(&config.secret_key, config.token_minutes);
-        let hasher = passwords::Hasher::new(config.bcrypt_cost).await?;
+        let hasher = passwords::Hasher::new(config.bcrypt_cost, config.bcrypt_concurrency).await?;
         let service = Arc::new(AuthServiceImpl::new(pool.clone(), keys, hasher, limiter));
         let state = web::Data::new(http::AuthState {
             service: service.clone(),

@@ -1,7 +1,11 @@
-//! bcrypt hashing, always on tokio's blocking pool (a cost-12 hash takes a quarter of a second).
+//! bcrypt hashing, always on tokio's blocking pool (a cost-12 hash takes a quarter of a second),
+//! at most `concurrency` at a time: a burst of logins queues for those threads instead of taking
+//! every core from the requests that need no hashing.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::Semaphore;
 
 use crate::domain::PASSWORD_MAX_BYTES;
 use crate::error::AuthError;
@@ -14,22 +18,41 @@ pub struct Hasher {
     dummy_hash: String,
     /// How many bcrypt verifications ran (lets tests see that unknown users cost the same work).
     verifications: Arc<AtomicU64>,
+    /// Permits for hashes running at once.
+    slots: Arc<Semaphore>,
 }
 
 impl Hasher {
-    pub async fn new(cost: u32) -> Result<Self, AuthError> {
+    /// A hasher at bcrypt `cost` running at most `concurrency` hashes at once.
+    pub async fn new(cost: u32, concurrency: usize) -> Result<Self, AuthError> {
         let mut random = [0u8; 24];
         getrandom::fill(&mut random).map_err(|e| AuthError::Internal(e.to_string()))?;
-        let dummy_hash = hash_blocking(hex::encode(random), cost).await?;
+        let password = hex::encode(random);
+        let dummy_hash = blocking(move || bcrypt::hash(password, cost)).await?;
         Ok(Self {
             cost,
             dummy_hash,
             verifications: Arc::default(),
+            slots: Arc::new(Semaphore::new(concurrency.max(1))),
         })
     }
 
     pub async fn hash(&self, password: &str) -> Result<String, AuthError> {
-        hash_blocking(password.to_owned(), self.cost).await
+        let (password, cost) = (password.to_owned(), self.cost);
+        self.limited(move || bcrypt::hash(password, cost)).await
+    }
+
+    /// Runs one bcrypt operation on the blocking pool once a slot is free.
+    async fn limited<T: Send + 'static>(
+        &self,
+        op: impl FnOnce() -> bcrypt::BcryptResult<T> + Send + 'static,
+    ) -> Result<T, AuthError> {
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|e| AuthError::Internal(e.to_string()))?;
+        blocking(op).await
     }
 
     /// Checks `password` against `hash`, or against the dummy hash when `hash` is `None`
@@ -47,10 +70,9 @@ impl Hasher {
             password.truncate(end);
         }
         self.verifications.fetch_add(1, Ordering::Relaxed);
-        let matched = tokio::task::spawn_blocking(move || bcrypt::verify(password, &hash))
-            .await
-            .map_err(|e| AuthError::Internal(e.to_string()))?
-            .map_err(|e| AuthError::Internal(e.to_string()))?;
+        let matched = self
+            .limited(move || bcrypt::verify(password, &hash))
+            .await?;
         Ok(known && matched)
     }
 
@@ -59,8 +81,10 @@ impl Hasher {
     }
 }
 
-async fn hash_blocking(password: String, cost: u32) -> Result<String, AuthError> {
-    tokio::task::spawn_blocking(move || bcrypt::hash(password, cost))
+async fn blocking<T: Send + 'static>(
+    op: impl FnOnce() -> bcrypt::BcryptResult<T> + Send + 'static,
+) -> Result<T, AuthError> {
+    tokio::task::spawn_blocking(op)
         .await
         .map_err(|e| AuthError::Internal(e.to_string()))?
         .map_err(|e| AuthError::Internal(e.to_string()))

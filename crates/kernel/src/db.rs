@@ -287,7 +287,7 @@ pub fn is_unique_violation(e: &QueryError) -> bool {
 /// Runs a query body against a [`DbConn`], expanded once per backend so that each expansion is
 /// type-checked against its concrete connection:
 ///
-/// ```ignore
+/// ```text
 /// with_conn!(conn, |c| users::table.find(id).first::<UserRow>(c).await.optional())
 /// ```
 ///
@@ -328,7 +328,7 @@ macro_rules! with_conn {
 /// rolls back on `Err`. The error
 /// type must implement `From<diesel::result::Error>` and `From<kernel::DbError>`:
 ///
-/// ```ignore
+/// ```text
 /// let user = write_tx!(&self.pool, AuthError, |tx| {
 ///     let user = store::insert(tx, &new).await?;
 ///     Ok(user)

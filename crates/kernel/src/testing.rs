@@ -12,7 +12,7 @@ use crate::http;
 /// Runs each named `async fn(TestDb)` twice: `sqlite` always, `postgres` when
 /// `TEST_DATABASE_URL` is set (it passes with a note otherwise).
 ///
-/// ```ignore
+/// ```text
 /// kernel::backend_tests! { register_returns_201, login_rejects_bad_password }
 /// ```
 #[macro_export]
@@ -140,12 +140,19 @@ pub struct TestServer {
     pub base_url: String,
     pub client: reqwest::Client,
     handle: ServerHandle,
+    guards: Vec<Box<dyn std::any::Any + Send>>,
 }
 
 impl TestServer {
     /// The absolute URL of `path` on this server.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
+    }
+
+    /// Keeps `guard` (e.g. a background worker) alive as long as the server.
+    pub fn hold(mut self, guard: impl std::any::Any + Send) -> Self {
+        self.guards.push(Box::new(guard));
+        self
     }
 
     /// Starts an already-bound actix server in the background.
@@ -156,12 +163,14 @@ impl TestServer {
             base_url: format!("http://127.0.0.1:{port}"),
             client: reqwest::Client::new(),
             handle,
+            guards: Vec::new(),
         }
     }
 }
 
 impl Drop for TestServer {
     fn drop(&mut self) {
+        self.guards.clear();
         let handle = self.handle.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move { handle.stop(false).await });

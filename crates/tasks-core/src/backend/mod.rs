@@ -1,0 +1,89 @@
+//! Queue backends: one trait, two implementations (Redis and in-memory) with the same semantics,
+//! checked by one shared test suite.
+
+use std::time::Duration;
+
+use crate::domain::{ClaimPolicy, Lease, Outcome, QueueDepth, TaskRecord};
+use crate::error::TasksError;
+
+pub mod memory;
+pub mod redis;
+
+pub use memory::MemoryBackend;
+pub use redis::RedisBackend;
+
+/// Which backend is in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    Redis,
+    Memory,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Redis => "redis",
+            BackendKind::Memory => "memory",
+        }
+    }
+}
+
+/// Storage and delivery of jobs.
+///
+/// Delivery is at least once: [`TaskBackend::fetch`] hands a job to one worker under a lease;
+/// the worker renews it with [`TaskBackend::heartbeat`] and settles it with
+/// [`TaskBackend::finish`]. A lease not renewed for the visibility timeout is handed to another
+/// worker with a new token, and the old token can no longer settle the job, so every job ends with
+/// exactly one stored outcome.
+#[async_trait::async_trait]
+pub trait TaskBackend: Send + Sync + 'static {
+    fn kind(&self) -> BackendKind;
+
+    /// Whether the backend answers.
+    async fn ping(&self) -> Result<(), TasksError>;
+
+    /// Prepares a queue for delivery (idempotent).
+    async fn prepare(&self, queue: &str) -> Result<(), TasksError>;
+
+    /// Stores a new job and queues it, to run after `delay`.
+    async fn enqueue(&self, job: &TaskRecord, delay: Duration) -> Result<(), TasksError>;
+
+    /// A job by id; `None` when unknown or expired.
+    async fn get(&self, task_id: &str) -> Result<Option<TaskRecord>, TasksError>;
+
+    async fn depth(&self, queue: &str) -> Result<QueueDepth, TasksError>;
+
+    /// Up to `max` jobs of `queue` for `consumer`: delayed jobs that are due, jobs of workers not
+    /// heard of for the visibility timeout, and new jobs. Waits up to `wait` when there are none.
+    async fn fetch(
+        &self,
+        queue: &str,
+        consumer: &str,
+        max: usize,
+        wait: Duration,
+        policy: &ClaimPolicy,
+    ) -> Result<Vec<Lease>, TasksError>;
+
+    /// Renews a lease; `false` when the job is no longer held under it.
+    async fn heartbeat(&self, lease: &Lease) -> Result<bool, TasksError>;
+
+    /// Settles a job; `false` (and no change) when the lease was lost to another worker.
+    async fn finish(
+        &self,
+        lease: &Lease,
+        outcome: &Outcome,
+        keep: Duration,
+    ) -> Result<bool, TasksError>;
+
+    /// Hands a job back unfinished (graceful shutdown): it is queued again at once and the
+    /// interrupted attempt is not counted.
+    async fn release(&self, lease: &Lease) -> Result<bool, TasksError>;
+
+    /// Removes expired data and forgets idle workers; returns how many items went.
+    async fn purge_expired(&self) -> Result<u64, TasksError>;
+
+    /// Forgets a worker that stopped cleanly (a no-op where nothing is kept per worker).
+    async fn forget_consumer(&self, _queue: &str, _consumer: &str) -> Result<(), TasksError> {
+        Ok(())
+    }
+}

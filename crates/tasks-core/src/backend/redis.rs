@@ -1,0 +1,832 @@
+//! The Redis backend: every Redis command of the crate.
+//!
+//! Keys (all under the prefix, `keel:tasks:` by default):
+//! - `job:<id>`: a hash with the job (name, queue, JSON args and kwargs, status, attempts, times,
+//!   JSON result, error, and the token of the lease that holds it). No expiry while the job is
+//!   pending; `WORKER_KEEP_RESULT_SECONDS` once it is finished.
+//! - `stream:<queue>`: a stream of `task_id` entries, read by the consumer group `workers`. An entry
+//!   stays pending (owned by one consumer) while its job runs; running jobs renew it with `XCLAIM`
+//!   so that only entries of dead workers go idle and get taken over with `XAUTOCLAIM`. Settled
+//!   entries are acknowledged and deleted, so the stream holds only live jobs.
+//! - `delayed:<queue>`: a sorted set of task ids scored by due time (Redis server time, ms):
+//!   delayed jobs and retries, moved to the stream by whichever worker looks first.
+//!
+//! Every state change is one Lua script, so a job never ends up half-moved.
+
+use std::time::Duration;
+
+use chrono::NaiveDateTime;
+use deadpool_redis::redis::{self, AsyncConnectionConfig, IntoConnectionInfo, Value};
+use deadpool_redis::{Connection, Manager, Pool, Runtime};
+use serde_json::{Map, Value as Json};
+
+use super::{BackendKind, TaskBackend};
+use crate::domain::{ClaimPolicy, Lease, Outcome, QueueDepth, TaskRecord, TaskStatus};
+use crate::error::TasksError;
+
+/// The consumer group of every queue's stream.
+pub const GROUP: &str = "workers";
+
+/// How many delayed jobs one look moves to the stream.
+const PROMOTE_BATCH: usize = 1000;
+
+/// Idle consumers without pending jobs are forgotten after this long.
+const CONSUMER_IDLE_FORGET: Duration = Duration::from_secs(3600);
+
+const TIME_MS: &str = "local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+";
+
+/// KEYS: job, stream, delayed. ARGV: task id, delay ms, then field/value pairs of the hash.
+const ENQUEUE: &str = "redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+local delay = tonumber(ARGV[2])
+if delay > 0 then
+  __TIME__
+  redis.call('ZADD', KEYS[3], now_ms + delay, ARGV[1])
+else
+  redis.call('XADD', KEYS[2], '*', 'task_id', ARGV[1])
+end
+return 1";
+
+/// KEYS: delayed, stream. ARGV: batch size. Returns ms until the next delayed job (-1: none).
+const PROMOTE: &str = "__TIME__
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[1]))
+for _, id in ipairs(ids) do
+  redis.call('XADD', KEYS[2], '*', 'task_id', id)
+  redis.call('ZREM', KEYS[1], id)
+end
+local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if #nxt == 0 then return -1 end
+local wait = tonumber(nxt[2]) - now_ms
+if wait < 0 then return 0 end
+return wait";
+
+/// KEYS: job, stream. ARGV: entry id, group, token, now (RFC 3339), max tries, keep ms.
+/// Returns {attempt, task_name, args, kwargs}, or nil when the entry has nothing to run.
+const START: &str = "local function drop()
+  redis.call('XACK', KEYS[2], ARGV[2], ARGV[1])
+  redis.call('XDEL', KEYS[2], ARGV[1])
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then drop() return false end
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= 'queued' and status ~= 'in_progress' then drop() return false end
+local attempts = tonumber(redis.call('HGET', KEYS[1], 'attempts') or '0')
+if status == 'in_progress' and attempts >= tonumber(ARGV[5]) then
+  local err = 'The worker running the task stopped before it finished (attempt '
+    .. attempts .. ' of ' .. ARGV[5] .. ')'
+  redis.call('HSET', KEYS[1], 'status', 'failed', 'error', err, 'finished_at', ARGV[4])
+  redis.call('HDEL', KEYS[1], 'lease')
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+  drop()
+  return false
+end
+attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+redis.call('HSET', KEYS[1], 'status', 'in_progress', 'lease', ARGV[3], 'started_at', ARGV[4])
+return {tostring(attempts), redis.call('HGET', KEYS[1], 'task_name'),
+        redis.call('HGET', KEYS[1], 'args'), redis.call('HGET', KEYS[1], 'kwargs')}";
+
+/// KEYS: job, stream. ARGV: entry id, group, consumer, token. Renews a held lease.
+const HEARTBEAT: &str = "if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[4] then return 0 end
+redis.call('XCLAIM', KEYS[2], ARGV[2], ARGV[3], 0, ARGV[1], 'JUSTID')
+return 1";
+
+/// KEYS: job, stream, delayed. ARGV: entry id, group, token, mode, payload, now (RFC 3339),
+/// keep ms, delay ms, task id. Modes: completed, failed, retry, release.
+const FINISH: &str = "if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[3] then return 0 end
+redis.call('HDEL', KEYS[1], 'lease')
+local mode = ARGV[4]
+if mode == 'completed' then
+  redis.call('HSET', KEYS[1], 'status', 'completed', 'result', ARGV[5], 'finished_at', ARGV[6])
+  redis.call('HDEL', KEYS[1], 'error')
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
+elseif mode == 'failed' then
+  redis.call('HSET', KEYS[1], 'status', 'failed', 'error', ARGV[5], 'finished_at', ARGV[6])
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
+elseif mode == 'retry' then
+  redis.call('HSET', KEYS[1], 'status', 'queued', 'error', ARGV[5])
+  __TIME__
+  redis.call('ZADD', KEYS[3], now_ms + tonumber(ARGV[8]), ARGV[9])
+else
+  redis.call('HSET', KEYS[1], 'status', 'queued')
+  redis.call('HINCRBY', KEYS[1], 'attempts', -1)
+  redis.call('HDEL', KEYS[1], 'started_at')
+  redis.call('XADD', KEYS[2], '*', 'task_id', ARGV[9])
+end
+redis.call('XACK', KEYS[2], ARGV[2], ARGV[1])
+redis.call('XDEL', KEYS[2], ARGV[1])
+return 1";
+
+/// KEYS: stream. ARGV: group, consumer. Deletes the consumer when it holds nothing.
+const FORGET_CONSUMER: &str =
+    "local p = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
+if #p == 0 then return redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2]) end
+return -1";
+
+fn script(body: &str) -> String {
+    body.replace("__TIME__", TIME_MS)
+}
+
+/// Jobs in Redis, shared by every server and worker pointed at the same database and prefix.
+pub struct RedisBackend {
+    pool: Pool,
+    prefix: String,
+    /// The longest blocking read: below the connections' response timeout.
+    max_block: Duration,
+    scripts: Scripts,
+}
+
+struct Scripts {
+    enqueue: String,
+    promote: String,
+    finish: String,
+}
+
+/// How to reach Redis.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    pub url: String,
+    /// Overrides the database of the URL.
+    pub db: Option<i64>,
+    /// Key prefix, e.g. `keel:tasks:`.
+    pub prefix: String,
+    pub connect_timeout: Duration,
+    /// The longest a worker blocks on one read.
+    pub max_block: Duration,
+    pub pool_size: usize,
+}
+
+impl RedisBackend {
+    /// Creates the connection pool; no connection is made yet, so this succeeds while Redis is
+    /// down (requests then fail with [`TasksError::Unavailable`]).
+    pub fn connect(settings: &RedisSettings) -> Result<RedisBackend, TasksError> {
+        let info = settings
+            .url
+            .as_str()
+            .into_connection_info()
+            .map_err(|e| TasksError::Unavailable(format!("invalid REDIS_URL: {e}")))?;
+        let info = match settings.db {
+            Some(db) => {
+                let redis_settings = info.redis_settings().clone().set_db(db);
+                info.set_redis_settings(redis_settings)
+            }
+            None => info,
+        };
+        let max_block = settings.max_block.max(Duration::from_millis(1));
+        let connection = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(settings.connect_timeout))
+            .set_response_timeout(Some(max_block + Duration::from_secs(10)));
+        let manager = Manager::new_with_config(info, connection)
+            .map_err(|e| TasksError::Unavailable(format!("invalid REDIS_URL: {e}")))?;
+        let pool = Pool::builder(manager)
+            .max_size(settings.pool_size.max(4))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(settings.connect_timeout))
+            .recycle_timeout(Some(settings.connect_timeout))
+            .build()
+            .map_err(|e| TasksError::Unavailable(format!("Redis pool: {e}")))?;
+        Ok(RedisBackend {
+            pool,
+            prefix: settings.prefix.clone(),
+            max_block,
+            scripts: Scripts {
+                enqueue: script(ENQUEUE),
+                promote: script(PROMOTE),
+                finish: script(FINISH),
+            },
+        })
+    }
+
+    /// The key prefix of this backend.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    fn job_key(&self, id: &str) -> String {
+        format!("{}job:{id}", self.prefix)
+    }
+
+    fn stream_key(&self, queue: &str) -> String {
+        format!("{}stream:{queue}", self.prefix)
+    }
+
+    fn delayed_key(&self, queue: &str) -> String {
+        format!("{}delayed:{queue}", self.prefix)
+    }
+
+    async fn conn(&self) -> Result<Connection, TasksError> {
+        Ok(self.pool.get().await?)
+    }
+
+    async fn create_group(&self, conn: &mut Connection, queue: &str) -> Result<(), TasksError> {
+        let created: redis::RedisResult<Value> = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(self.stream_key(queue))
+            .arg(GROUP)
+            .arg("0")
+            .arg("MKSTREAM")
+            .query_async(conn)
+            .await;
+        match created {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Reads entries for `consumer`: taken over from dead workers, then new ones.
+    async fn read_entries(
+        &self,
+        conn: &mut Connection,
+        queue: &str,
+        consumer: &str,
+        max: usize,
+        wait: Duration,
+        policy: &ClaimPolicy,
+    ) -> Result<Vec<(String, String)>, redis::RedisError> {
+        let stream = self.stream_key(queue);
+        let next_due: i64 = redis::cmd("EVAL")
+            .arg(&self.scripts.promote)
+            .arg(2)
+            .arg(self.delayed_key(queue))
+            .arg(&stream)
+            .arg(PROMOTE_BATCH)
+            .query_async(conn)
+            .await?;
+
+        let claimed: Value = redis::cmd("XAUTOCLAIM")
+            .arg(&stream)
+            .arg(GROUP)
+            .arg(consumer)
+            .arg(millis(policy.visibility_timeout).max(1))
+            .arg("0-0")
+            .arg("COUNT")
+            .arg(max)
+            .query_async(conn)
+            .await?;
+        let mut entries = match claimed {
+            Value::Array(parts) => parts.into_iter().nth(1).map(entries_of).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        if entries.len() >= max {
+            return Ok(entries);
+        }
+
+        let mut read = redis::cmd("XREADGROUP");
+        read.arg("GROUP")
+            .arg(GROUP)
+            .arg(consumer)
+            .arg("COUNT")
+            .arg(max - entries.len());
+        if entries.is_empty() {
+            let mut block = wait.min(self.max_block);
+            if next_due >= 0 {
+                block = block.min(Duration::from_millis(next_due.unsigned_abs()));
+            }
+            read.arg("BLOCK").arg(millis(block).max(1));
+        }
+        let fresh: Value = read
+            .arg("STREAMS")
+            .arg(&stream)
+            .arg(">")
+            .query_async(conn)
+            .await?;
+        for stream_entries in streams_of(fresh) {
+            entries.extend(entries_of(stream_entries));
+        }
+        Ok(entries)
+    }
+
+    async fn start(
+        &self,
+        conn: &mut Connection,
+        queue: &str,
+        consumer: &str,
+        entry: String,
+        task_id: String,
+        policy: &ClaimPolicy,
+    ) -> Result<Option<Lease>, TasksError> {
+        let token = uuid::Uuid::new_v4().to_string();
+        let job_key = self.job_key(&task_id);
+        let started: Value = redis::cmd("EVAL")
+            .arg(START)
+            .arg(2)
+            .arg(&job_key)
+            .arg(self.stream_key(queue))
+            .arg(&entry)
+            .arg(GROUP)
+            .arg(&token)
+            .arg(kernel::time::format(&kernel::time::now()))
+            .arg(policy.max_tries)
+            .arg(millis(policy.keep_result).max(1))
+            .query_async(conn)
+            .await?;
+        let Value::Array(fields) = started else {
+            return Ok(None);
+        };
+        let mut fields = fields.into_iter().map(|v| text(&v));
+        let (Some(Some(attempt)), Some(Some(task_name)), Some(args), Some(kwargs)) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            return Err(TasksError::Corrupt(format!("job {task_id} lacks fields")));
+        };
+        Ok(Some(Lease {
+            task_id,
+            task_name,
+            queue: queue.to_owned(),
+            args: parse_json_or(args.as_deref(), Vec::new()),
+            kwargs: parse_json_or(kwargs.as_deref(), Map::new()),
+            attempt: attempt.parse().unwrap_or(1),
+            token,
+            consumer: consumer.to_owned(),
+            delivery: entry,
+        }))
+    }
+
+    async fn settle(
+        &self,
+        lease: &Lease,
+        mode: &str,
+        payload: &str,
+        keep: Duration,
+        delay: Duration,
+    ) -> Result<bool, TasksError> {
+        let mut conn = self.conn().await?;
+        let done: i64 = redis::cmd("EVAL")
+            .arg(&self.scripts.finish)
+            .arg(3)
+            .arg(self.job_key(&lease.task_id))
+            .arg(self.stream_key(&lease.queue))
+            .arg(self.delayed_key(&lease.queue))
+            .arg(&lease.delivery)
+            .arg(GROUP)
+            .arg(&lease.token)
+            .arg(mode)
+            .arg(payload)
+            .arg(kernel::time::format(&kernel::time::now()))
+            .arg(millis(keep).max(1))
+            .arg(millis(delay))
+            .arg(&lease.task_id)
+            .query_async(&mut conn)
+            .await?;
+        Ok(done == 1)
+    }
+
+    /// The names of the queues that have a stream under this prefix.
+    async fn stream_queues(&self, conn: &mut Connection) -> Result<Vec<String>, TasksError> {
+        let pattern = format!("{}stream:*", self.prefix);
+        let mut cursor = 0u64;
+        let mut queues = Vec::new();
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(500)
+                .query_async(conn)
+                .await?;
+            let start = self.prefix.len() + "stream:".len();
+            queues.extend(
+                keys.into_iter()
+                    .filter_map(|k| k.get(start..).map(str::to_owned)),
+            );
+            if next == 0 {
+                return Ok(queues);
+            }
+            cursor = next;
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl TaskBackend for RedisBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Redis
+    }
+
+    async fn ping(&self) -> Result<(), TasksError> {
+        let mut conn = self.conn().await?;
+        let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+        Ok(())
+    }
+
+    async fn prepare(&self, queue: &str) -> Result<(), TasksError> {
+        let mut conn = self.conn().await?;
+        self.create_group(&mut conn, queue).await
+    }
+
+    async fn enqueue(&self, job: &TaskRecord, delay: Duration) -> Result<(), TasksError> {
+        let mut conn = self.conn().await?;
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(&self.scripts.enqueue)
+            .arg(3)
+            .arg(self.job_key(&job.task_id))
+            .arg(self.stream_key(&job.queue))
+            .arg(self.delayed_key(&job.queue))
+            .arg(&job.task_id)
+            .arg(millis(delay));
+        for (field, value) in record_fields(job) {
+            cmd.arg(field).arg(value);
+        }
+        let _: i64 = cmd.query_async(&mut conn).await?;
+        Ok(())
+    }
+
+    async fn get(&self, task_id: &str) -> Result<Option<TaskRecord>, TasksError> {
+        let mut conn = self.conn().await?;
+        let fields: Value = redis::cmd("HGETALL")
+            .arg(self.job_key(task_id))
+            .query_async(&mut conn)
+            .await?;
+        let fields: Vec<(String, Option<String>)> = pairs_of(fields)
+            .into_iter()
+            .filter_map(|(k, v)| Some((text(&k)?, text(&v))))
+            .collect();
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        record_from_fields(task_id, fields).map(Some)
+    }
+
+    async fn depth(&self, queue: &str) -> Result<QueueDepth, TasksError> {
+        let mut conn = self.conn().await?;
+        self.create_group(&mut conn, queue).await?;
+        let (len, scheduled, pending): (u64, u64, Value) = redis::pipe()
+            .cmd("XLEN")
+            .arg(self.stream_key(queue))
+            .cmd("ZCARD")
+            .arg(self.delayed_key(queue))
+            .cmd("XPENDING")
+            .arg(self.stream_key(queue))
+            .arg(GROUP)
+            .query_async(&mut conn)
+            .await?;
+        let in_progress = match pending {
+            Value::Array(parts) => parts.first().and_then(integer).unwrap_or(0),
+            _ => 0,
+        }
+        .max(0)
+        .unsigned_abs();
+        Ok(QueueDepth {
+            queued: len.saturating_sub(in_progress),
+            scheduled,
+            in_progress,
+        })
+    }
+
+    async fn fetch(
+        &self,
+        queue: &str,
+        consumer: &str,
+        max: usize,
+        wait: Duration,
+        policy: &ClaimPolicy,
+    ) -> Result<Vec<Lease>, TasksError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn().await?;
+        let entries = match self
+            .read_entries(&mut conn, queue, consumer, max, wait, policy)
+            .await
+        {
+            Ok(entries) => entries,
+            Err(e) if e.code() == Some("NOGROUP") => {
+                self.create_group(&mut conn, queue).await?;
+                return Ok(Vec::new());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut leases = Vec::with_capacity(entries.len());
+        let mut failure = None;
+        for (entry, task_id) in entries {
+            // An entry that cannot be started stays pending and is retried after the visibility
+            // timeout; the others of the batch still run.
+            match self
+                .start(&mut conn, queue, consumer, entry, task_id, policy)
+                .await
+            {
+                Ok(Some(lease)) => leases.push(lease),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(%queue, error = %e, "cannot start a job");
+                    failure = Some(e);
+                }
+            }
+        }
+        match failure {
+            Some(e) if leases.is_empty() => Err(e),
+            _ => Ok(leases),
+        }
+    }
+
+    async fn heartbeat(&self, lease: &Lease) -> Result<bool, TasksError> {
+        let mut conn = self.conn().await?;
+        let held: i64 = redis::cmd("EVAL")
+            .arg(HEARTBEAT)
+            .arg(2)
+            .arg(self.job_key(&lease.task_id))
+            .arg(self.stream_key(&lease.queue))
+            .arg(&lease.delivery)
+            .arg(GROUP)
+            .arg(&lease.consumer)
+            .arg(&lease.token)
+            .query_async(&mut conn)
+            .await?;
+        Ok(held == 1)
+    }
+
+    async fn finish(
+        &self,
+        lease: &Lease,
+        outcome: &Outcome,
+        keep: Duration,
+    ) -> Result<bool, TasksError> {
+        match outcome {
+            Outcome::Completed(value) => {
+                let payload =
+                    serde_json::to_string(value).map_err(|e| TasksError::Corrupt(e.to_string()))?;
+                self.settle(lease, "completed", &payload, keep, Duration::ZERO)
+                    .await
+            }
+            Outcome::Failed(error) => {
+                self.settle(lease, "failed", error, keep, Duration::ZERO)
+                    .await
+            }
+            Outcome::Retry { error, delay } => {
+                self.settle(lease, "retry", error, keep, *delay).await
+            }
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, TasksError> {
+        self.settle(lease, "release", "", Duration::ZERO, Duration::ZERO)
+            .await
+    }
+
+    async fn purge_expired(&self) -> Result<u64, TasksError> {
+        // Finished jobs expire by themselves (key TTL); what is left are consumers of workers that
+        // went away, which Redis keeps until told.
+        let mut conn = self.conn().await?;
+        let mut removed = 0u64;
+        for queue in self.stream_queues(&mut conn).await? {
+            let stream = self.stream_key(&queue);
+            let consumers: Value = match redis::cmd("XINFO")
+                .arg("CONSUMERS")
+                .arg(&stream)
+                .arg(GROUP)
+                .query_async(&mut conn)
+                .await
+            {
+                Ok(v) => v,
+                Err(e) if e.code() == Some("NOGROUP") => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let Value::Array(consumers) = consumers else {
+                continue;
+            };
+            for consumer in consumers {
+                let info: Vec<(String, Value)> = pairs_of(consumer)
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((text(&k)?, v)))
+                    .collect();
+                let field = |name: &str| info.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+                let name = field("name").and_then(text);
+                let pending = field("pending").and_then(integer).unwrap_or(1);
+                let idle = field("idle").and_then(integer).unwrap_or(0);
+                if let Some(name) = name
+                    && pending == 0
+                    && idle >= millis(CONSUMER_IDLE_FORGET) as i64
+                {
+                    let _: Value = redis::cmd("XGROUP")
+                        .arg("DELCONSUMER")
+                        .arg(&stream)
+                        .arg(GROUP)
+                        .arg(name)
+                        .query_async(&mut conn)
+                        .await?;
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    async fn forget_consumer(&self, queue: &str, consumer: &str) -> Result<(), TasksError> {
+        let mut conn = self.conn().await?;
+        let _: Value = redis::cmd("EVAL")
+            .arg(FORGET_CONSUMER)
+            .arg(1)
+            .arg(self.stream_key(queue))
+            .arg(GROUP)
+            .arg(consumer)
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A string reply as text.
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+fn integer(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        other => text(other)?.parse().ok(),
+    }
+}
+
+/// A flat `[k, v, k, v]` array or a map as pairs.
+fn pairs_of(v: Value) -> Vec<(Value, Value)> {
+    match v {
+        Value::Map(pairs) => pairs,
+        Value::Array(items) => {
+            let mut pairs = Vec::with_capacity(items.len() / 2);
+            let mut it = items.into_iter();
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                pairs.push((k, v));
+            }
+            pairs
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The entries of each stream of an XREADGROUP reply: `[[name, entries], ...]` (RESP2) or
+/// `{name: entries}` (RESP3); nil when the read timed out.
+fn streams_of(v: Value) -> Vec<Value> {
+    match v {
+        Value::Map(pairs) => pairs.into_iter().map(|(_, entries)| entries).collect(),
+        Value::Array(streams) => streams
+            .into_iter()
+            .filter_map(|s| match s {
+                Value::Array(parts) => parts.into_iter().nth(1),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Stream entries `[[id, [field, value, ...]], ...]` as (entry id, task id).
+fn entries_of(v: Value) -> Vec<(String, String)> {
+    let Value::Array(items) = v else {
+        return Vec::new();
+    };
+    items
+        .into_iter()
+        .filter_map(|entry| {
+            let Value::Array(parts) = entry else {
+                return None;
+            };
+            let mut parts = parts.into_iter();
+            let id = text(&parts.next()?)?;
+            let task_id = pairs_of(parts.next()?)
+                .into_iter()
+                .find(|(k, _)| text(k).as_deref() == Some("task_id"))
+                .and_then(|(_, v)| text(&v))?;
+            Some((id, task_id))
+        })
+        .collect()
+}
+
+fn parse_json_or<T: serde::de::DeserializeOwned>(raw: Option<&str>, default: T) -> T {
+    raw.and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or(default)
+}
+
+fn record_fields(job: &TaskRecord) -> Vec<(&'static str, String)> {
+    let mut fields = vec![
+        ("task_id", job.task_id.clone()),
+        ("task_name", job.task_name.clone()),
+        ("queue", job.queue.clone()),
+        (
+            "args",
+            serde_json::to_string(&job.args).unwrap_or_else(|_| "[]".into()),
+        ),
+        (
+            "kwargs",
+            serde_json::to_string(&job.kwargs).unwrap_or_else(|_| "{}".into()),
+        ),
+        ("status", job.status.as_str().to_owned()),
+        ("attempts", job.attempts.to_string()),
+        ("queued_at", kernel::time::format(&job.queued_at)),
+    ];
+    if let Some(t) = &job.started_at {
+        fields.push(("started_at", kernel::time::format(t)));
+    }
+    if let Some(t) = &job.finished_at {
+        fields.push(("finished_at", kernel::time::format(t)));
+    }
+    if let Some(e) = &job.error {
+        fields.push(("error", e.clone()));
+    }
+    if let Some(r) = &job.result {
+        fields.push(("result", r.to_string()));
+    }
+    fields
+}
+
+fn parse_time(raw: &str) -> Option<NaiveDateTime> {
+    chrono::DateTime::parse_from_rfc3339(raw)
+        .ok()
+        .map(|t| t.naive_utc())
+}
+
+fn record_from_fields(
+    task_id: &str,
+    fields: Vec<(String, Option<String>)>,
+) -> Result<TaskRecord, TasksError> {
+    let get = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.as_deref())
+    };
+    let corrupt = |what: &str| TasksError::Corrupt(format!("job {task_id}: {what}"));
+    let status = get("status")
+        .and_then(TaskStatus::parse)
+        .ok_or_else(|| corrupt("no status"))?;
+    let queued_at = get("queued_at")
+        .and_then(parse_time)
+        .ok_or_else(|| corrupt("no queued_at"))?;
+    Ok(TaskRecord {
+        task_id: task_id.to_owned(),
+        task_name: get("task_name")
+            .ok_or_else(|| corrupt("no task_name"))?
+            .to_owned(),
+        queue: get("queue").unwrap_or_default().to_owned(),
+        args: parse_json_or(get("args"), Vec::new()),
+        kwargs: parse_json_or(get("kwargs"), Map::new()),
+        status,
+        result: get("result").map(|r| serde_json::from_str(r).unwrap_or(Json::Null)),
+        error: get("error").map(str::to_owned),
+        attempts: get("attempts").and_then(|a| a.parse().ok()).unwrap_or(0),
+        queued_at,
+        started_at: get("started_at").and_then(parse_time),
+        finished_at: get("finished_at").and_then(parse_time),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn stream_replies_are_parsed() {
+        let entries = Value::Array(vec![
+            Value::Array(vec![
+                bulk("1-0"),
+                Value::Array(vec![bulk("task_id"), bulk("abc")]),
+            ]),
+            Value::Nil,
+        ]);
+        assert_eq!(
+            entries_of(entries.clone()),
+            vec![("1-0".to_owned(), "abc".to_owned())]
+        );
+        let read = Value::Array(vec![Value::Array(vec![bulk("stream"), entries])]);
+        let parsed: Vec<_> = streams_of(read).into_iter().flat_map(entries_of).collect();
+        assert_eq!(parsed, vec![("1-0".to_owned(), "abc".to_owned())]);
+        assert!(streams_of(Value::Nil).is_empty());
+    }
+
+    #[test]
+    fn records_round_trip_through_hash_fields() {
+        let mut job = TaskRecord::new(
+            "t".into(),
+            "system".into(),
+            vec![serde_json::json!(1)],
+            Map::new(),
+        );
+        job.result = Some(serde_json::json!({"a": 12345678901234567u64}));
+        job.error = Some("boom".into());
+        let fields = record_fields(&job)
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), Some(v)))
+            .collect();
+        let back = record_from_fields(&job.task_id, fields).ok();
+        assert_eq!(back, Some(job));
+    }
+}

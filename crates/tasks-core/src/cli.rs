@@ -1,0 +1,147 @@
+//! What `keel tasks list|enqueue|result` and `keel worker --queues` call. Answers are the same
+//! bodies as the HTTP API, ready to print as JSON.
+
+use std::time::Duration;
+
+use kernel::jobs::EnqueueRequest;
+use serde_json::{Map, Value};
+
+use crate::TasksModule;
+use crate::error::TasksError;
+use crate::http::{EnqueueResponse, TaskListResponse, TaskStatusResponse};
+
+/// How often `result --wait` looks again.
+const WAIT_POLL: Duration = Duration::from_millis(200);
+
+impl TasksModule {
+    /// `keel tasks list`: registered tasks per queue and queue depths.
+    pub async fn cli_list(&self) -> Result<TaskListResponse, TasksError> {
+        Ok(self.service.overview().await?.into())
+    }
+
+    /// `keel tasks enqueue NAME [--queue Q] [--args JSON]` (see [`parse_cli_args`]).
+    pub async fn cli_enqueue(
+        &self,
+        task_name: &str,
+        queue: Option<&str>,
+        args_json: Option<&str>,
+    ) -> Result<EnqueueResponse, TasksError> {
+        self.require_shared_backend()?;
+        let (args, kwargs) = match args_json {
+            Some(raw) => parse_cli_args(raw)?,
+            None => (Vec::new(), Map::new()),
+        };
+        let queued = self
+            .service
+            .enqueue(EnqueueRequest {
+                task_name: task_name.to_owned(),
+                queue: queue.map(str::to_owned),
+                args,
+                kwargs,
+                delay_seconds: 0,
+            })
+            .await?;
+        Ok(queued.into())
+    }
+
+    /// `keel tasks result ID [--wait]`: the task's state; with `wait`, polls until it is finished
+    /// or `wait` has passed (then returns the pending state).
+    pub async fn cli_result(
+        &self,
+        task_id: &str,
+        wait: Option<Duration>,
+    ) -> Result<TaskStatusResponse, TasksError> {
+        self.require_shared_backend()?;
+        let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+        loop {
+            let record = self.service.status(task_id).await?;
+            let done = record.status.is_finished();
+            match deadline {
+                Some(deadline) if !done && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(WAIT_POLL).await;
+                }
+                _ => return Ok(record.into()),
+            }
+        }
+    }
+}
+
+/// `--args JSON`: an array gives positional arguments, an object keyword arguments, and
+/// `{"args": [...], "kwargs": {...}}` both.
+pub fn parse_cli_args(raw: &str) -> Result<(Vec<Value>, Map<String, Value>), TasksError> {
+    let value: Value = serde_json::from_str(raw)
+        .map_err(|e| TasksError::Invalid(format!("--args is not valid JSON: {e}")))?;
+    match value {
+        Value::Array(args) => Ok((args, Map::new())),
+        Value::Object(mut object) => {
+            let both = object.len() <= 2
+                && object.keys().all(|k| k == "args" || k == "kwargs")
+                && !object.is_empty();
+            if both {
+                let args = match object.remove("args") {
+                    None | Some(Value::Null) => Vec::new(),
+                    Some(Value::Array(a)) => a,
+                    Some(_) => {
+                        return Err(TasksError::Invalid(
+                            "--args: \"args\" must be an array".into(),
+                        ));
+                    }
+                };
+                let kwargs = match object.remove("kwargs") {
+                    None | Some(Value::Null) => Map::new(),
+                    Some(Value::Object(k)) => k,
+                    Some(_) => {
+                        return Err(TasksError::Invalid(
+                            "--args: \"kwargs\" must be an object".into(),
+                        ));
+                    }
+                };
+                Ok((args, kwargs))
+            } else {
+                Ok((Vec::new(), object))
+            }
+        }
+        _ => Err(TasksError::Invalid(
+            "--args must be a JSON array (positional) or object (keyword arguments)".into(),
+        )),
+    }
+}
+
+/// `--queues system,load_test`: trimmed, non-empty names.
+pub fn parse_queue_list(raw: &str) -> Vec<String> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|q| !q.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn cli_args_take_three_shapes() {
+        let (args, kwargs) = parse_cli_args("[1, \"a\"]").unwrap_or_default();
+        assert_eq!(args, vec![json!(1), json!("a")]);
+        assert!(kwargs.is_empty());
+        let (args, kwargs) = parse_cli_args("{\"limit\": 10}").unwrap_or_default();
+        assert!(args.is_empty());
+        assert_eq!(kwargs.get("limit"), Some(&json!(10)));
+        let (args, kwargs) =
+            parse_cli_args("{\"args\": [2], \"kwargs\": {\"x\": true}}").unwrap_or_default();
+        assert_eq!(args, vec![json!(2)]);
+        assert_eq!(kwargs.get("x"), Some(&json!(true)));
+        assert!(parse_cli_args("3").is_err());
+        assert!(parse_cli_args("{").is_err());
+    }
+
+    #[test]
+    fn queue_lists_are_split() {
+        assert_eq!(
+            parse_queue_list(" system, load_test ,,"),
+            vec!["system", "load_test"]
+        );
+    }
+}

@@ -1,0 +1,196 @@
+//! Jobs, their states and what a worker holds while it runs one. No I/O here.
+
+use std::time::Duration;
+
+use chrono::NaiveDateTime;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The two built-in queues. Modules may register tasks on further queues.
+pub const QUEUE_SYSTEM: &str = "system";
+pub const QUEUE_LOAD_TEST: &str = "load_test";
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Waiting to run: new, delayed, or waiting for its next attempt.
+    Queued,
+    /// A worker is running it.
+    InProgress,
+    /// Finished with a result.
+    Completed,
+    /// Finished with an error after its last attempt.
+    Failed,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Queued => "queued",
+            TaskStatus::InProgress => "in_progress",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<TaskStatus> {
+        [
+            TaskStatus::Queued,
+            TaskStatus::InProgress,
+            TaskStatus::Completed,
+            TaskStatus::Failed,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == raw)
+    }
+
+    pub fn is_finished(self) -> bool {
+        matches!(self, TaskStatus::Completed | TaskStatus::Failed)
+    }
+}
+
+/// A job as stored by a backend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    pub task_id: String,
+    pub task_name: String,
+    pub queue: String,
+    pub args: Vec<Value>,
+    pub kwargs: Map<String, Value>,
+    pub status: TaskStatus,
+    pub result: Option<Value>,
+    /// The error of the last failed attempt (kept while a retry waits).
+    pub error: Option<String>,
+    /// Attempts started so far.
+    pub attempts: u32,
+    pub queued_at: NaiveDateTime,
+    /// When the latest attempt started.
+    pub started_at: Option<NaiveDateTime>,
+    pub finished_at: Option<NaiveDateTime>,
+}
+
+impl TaskRecord {
+    /// A new job, queued now.
+    pub fn new(
+        task_name: String,
+        queue: String,
+        args: Vec<Value>,
+        kwargs: Map<String, Value>,
+    ) -> TaskRecord {
+        TaskRecord {
+            task_id: uuid::Uuid::new_v4().to_string(),
+            task_name,
+            queue,
+            args,
+            kwargs,
+            status: TaskStatus::Queued,
+            result: None,
+            error: None,
+            attempts: 0,
+            queued_at: kernel::time::now(),
+            started_at: None,
+            finished_at: None,
+        }
+    }
+}
+
+/// A job handed to one worker: valid while the worker keeps renewing it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lease {
+    pub task_id: String,
+    pub task_name: String,
+    pub queue: String,
+    pub args: Vec<Value>,
+    pub kwargs: Map<String, Value>,
+    /// This attempt's number, 1-based.
+    pub attempt: u32,
+    /// Proves that this worker still holds the job; a job taken over by another worker gets a new one.
+    pub token: String,
+    /// The worker (consumer) holding it.
+    pub consumer: String,
+    /// The backend's delivery reference (the Redis stream entry id).
+    pub delivery: String,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Completed(Value),
+    /// The last attempt failed: the job is finished with this error.
+    Failed(String),
+    /// The attempt failed and the job runs again after `delay`.
+    Retry {
+        error: String,
+        delay: Duration,
+    },
+}
+
+/// The rules a backend applies when it hands out jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimPolicy {
+    /// A job held by a worker not heard of for this long is given to another worker.
+    pub visibility_timeout: Duration,
+    /// A job whose last allowed attempt was running when its worker died is failed, not retried.
+    pub max_tries: u32,
+    /// How long finished jobs are kept.
+    pub keep_result: Duration,
+}
+
+/// How many jobs of one queue are where.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct QueueDepth {
+    /// Ready to run now.
+    pub queued: u64,
+    /// Delayed, or waiting for a retry.
+    pub scheduled: u64,
+    /// Held by a worker.
+    pub in_progress: u64,
+}
+
+/// The error of a job whose worker died during its last allowed attempt.
+pub fn worker_lost_error(attempts: u32, max_tries: u32) -> String {
+    format!(
+        "The worker running the task stopped before it finished (attempt {attempts} of {max_tries})"
+    )
+}
+
+/// Task and queue names become parts of keys: lower-case ASCII letters, digits, `_` and `-`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 100
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_round_trip() {
+        for s in [
+            TaskStatus::Queued,
+            TaskStatus::InProgress,
+            TaskStatus::Completed,
+            TaskStatus::Failed,
+        ] {
+            assert_eq!(TaskStatus::parse(s.as_str()), Some(s));
+            assert_eq!(
+                serde_json::to_value(s).ok(),
+                Some(Value::String(s.as_str().into()))
+            );
+        }
+        assert!(TaskStatus::Failed.is_finished() && !TaskStatus::Queued.is_finished());
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(valid_name("io_simulation_task"));
+        assert!(valid_name("load-test2"));
+        assert!(!valid_name(""));
+        assert!(!valid_name("Bad Name"));
+        assert!(!valid_name("a:b"));
+    }
+}

@@ -1,0 +1,287 @@
+//! The HTTP surface, mounted at `/api/v1/tasks`: thin handlers over [`TaskService`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, get, post, web};
+use chrono::NaiveDateTime;
+use kernel::ApiError;
+use kernel::identity::Caller;
+use kernel::jobs::EnqueueRequest;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::domain::{QueueDepth, TaskRecord, TaskStatus};
+use crate::service::{Enqueued, Overview, TaskService};
+
+/// `POST /enqueue` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct EnqueueBody {
+    /// A registered task's name.
+    pub task_name: String,
+    /// The queue; default: the task's own queue. Another queue is refused.
+    #[serde(default)]
+    pub queue_type: Option<String>,
+    /// Positional arguments.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub args: Option<Vec<Value>>,
+    /// Keyword arguments (`task_kwargs` is accepted too).
+    #[serde(default, alias = "task_kwargs")]
+    #[schema(value_type = Object)]
+    pub kwargs: Option<Map<String, Value>>,
+    /// Seconds to wait before the task may run (0 to 2,592,000).
+    #[serde(default)]
+    pub delay_seconds: Option<u64>,
+}
+
+impl From<EnqueueBody> for EnqueueRequest {
+    fn from(body: EnqueueBody) -> Self {
+        EnqueueRequest {
+            task_name: body.task_name,
+            queue: body.queue_type,
+            args: body.args.unwrap_or_default(),
+            kwargs: body.kwargs.unwrap_or_default(),
+            delay_seconds: body.delay_seconds.unwrap_or(0),
+        }
+    }
+}
+
+/// `POST /enqueue` answer.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EnqueueResponse {
+    pub task_id: String,
+    pub task_name: String,
+    pub queue_type: String,
+    pub status: TaskStatus,
+    #[serde(with = "kernel::time::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub queued_at: NaiveDateTime,
+    /// When the task becomes eligible to run: `queued_at` plus the delay.
+    #[serde(with = "kernel::time::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub estimated_start: NaiveDateTime,
+    pub message: String,
+}
+
+impl From<Enqueued> for EnqueueResponse {
+    fn from(e: Enqueued) -> Self {
+        let r = e.record;
+        EnqueueResponse {
+            message: format!("Task '{}' enqueued to {} queue", r.task_name, r.queue),
+            task_id: r.task_id,
+            task_name: r.task_name,
+            queue_type: r.queue,
+            status: r.status,
+            queued_at: r.queued_at,
+            estimated_start: e.estimated_start,
+        }
+    }
+}
+
+/// A task's state: the body of `GET /result/{id}` and `GET /status/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TaskStatusResponse {
+    pub task_id: String,
+    pub task_name: String,
+    pub queue_type: String,
+    pub status: TaskStatus,
+    /// The task's return value once completed.
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    /// The error of the last failed attempt.
+    pub error: Option<String>,
+    /// Attempts started so far.
+    pub attempts: u32,
+    #[serde(with = "kernel::time::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub queued_at: NaiveDateTime,
+    #[serde(with = "kernel::time::rfc3339_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub started_at: Option<NaiveDateTime>,
+    #[serde(with = "kernel::time::rfc3339_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub finished_at: Option<NaiveDateTime>,
+}
+
+impl From<TaskRecord> for TaskStatusResponse {
+    fn from(r: TaskRecord) -> Self {
+        TaskStatusResponse {
+            task_id: r.task_id,
+            task_name: r.task_name,
+            queue_type: r.queue,
+            status: r.status,
+            result: r.result,
+            error: r.error,
+            attempts: r.attempts,
+            queued_at: r.queued_at,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+        }
+    }
+}
+
+/// `GET /` answer: registered tasks per queue and each queue's depth.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TaskListResponse {
+    pub available_tasks: Vec<String>,
+    pub total_count: usize,
+    /// Task names per queue.
+    pub queues: BTreeMap<String, Vec<String>>,
+    pub queue_depths: BTreeMap<String, QueueDepthBody>,
+    /// `redis` or `memory`.
+    pub backend: String,
+}
+
+/// How many jobs of a queue are where.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+pub struct QueueDepthBody {
+    /// Ready to run.
+    pub queued: u64,
+    /// Delayed or waiting for a retry.
+    pub scheduled: u64,
+    /// Running.
+    pub in_progress: u64,
+}
+
+impl From<QueueDepth> for QueueDepthBody {
+    fn from(d: QueueDepth) -> Self {
+        QueueDepthBody {
+            queued: d.queued,
+            scheduled: d.scheduled,
+            in_progress: d.in_progress,
+        }
+    }
+}
+
+impl From<Overview> for TaskListResponse {
+    fn from(o: Overview) -> Self {
+        TaskListResponse {
+            total_count: o.available_tasks.len(),
+            available_tasks: o.available_tasks,
+            queues: o.queues,
+            queue_depths: o.depths.into_iter().map(|(q, d)| (q, d.into())).collect(),
+            backend: o.backend.as_str().to_owned(),
+        }
+    }
+}
+
+/// The error body of every task endpoint.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub detail: String,
+    /// Only with `Unknown task`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available_tasks: Option<Vec<String>>,
+}
+
+/// Registers the routes and the service's app data.
+pub fn configure(cfg: &mut ServiceConfig, service: Arc<TaskService>) {
+    cfg.app_data(web::Data::from(service))
+        .service(list_tasks)
+        .service(enqueue_task)
+        .service(task_result)
+        .service(task_status)
+        .route("/", web::get().to(list_tasks_slash));
+}
+
+async fn overview(service: &TaskService) -> Result<TaskListResponse, ApiError> {
+    Ok(service.overview().await?.into())
+}
+
+/// Registered tasks per queue and the depth of each queue.
+#[utoipa::path(
+    tag = "tasks",
+    responses(
+        (status = 200, body = TaskListResponse),
+        (status = 401, body = ErrorBody, description = "Auth is mounted and the caller is not an active user"),
+        (status = 503, body = ErrorBody, description = "Task queue unavailable"),
+    )
+)]
+#[get("")]
+async fn list_tasks(
+    _caller: Caller,
+    service: web::Data<TaskService>,
+) -> Result<web::Json<TaskListResponse>, ApiError> {
+    Ok(web::Json(overview(&service).await?))
+}
+
+/// `GET /api/v1/tasks/` (trailing slash), as the reference answers it.
+async fn list_tasks_slash(
+    _caller: Caller,
+    service: web::Data<TaskService>,
+) -> Result<web::Json<TaskListResponse>, ApiError> {
+    Ok(web::Json(overview(&service).await?))
+}
+
+/// Queues a registered task.
+#[utoipa::path(
+    tag = "tasks",
+    request_body = EnqueueBody,
+    responses(
+        (status = 200, body = EnqueueResponse),
+        (status = 400, body = ErrorBody, description = "Unknown task (with available_tasks), unknown queue or the task's queue is another"),
+        (status = 401, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "Malformed body or delay out of range"),
+        (status = 503, body = ErrorBody, description = "Task queue unavailable: <why>"),
+    )
+)]
+#[post("/enqueue")]
+async fn enqueue_task(
+    _caller: Caller,
+    service: web::Data<TaskService>,
+    body: web::Json<EnqueueBody>,
+) -> Result<web::Json<EnqueueResponse>, ApiError> {
+    let queued = service.enqueue(body.into_inner().into()).await?;
+    Ok(web::Json(queued.into()))
+}
+
+/// A task's result: 200 when finished (completed or failed), 202 while pending.
+#[utoipa::path(
+    tag = "tasks",
+    params(("task_id" = String, Path, description = "The id returned by enqueue")),
+    responses(
+        (status = 200, body = TaskStatusResponse, description = "Finished: completed or failed"),
+        (status = 202, body = TaskStatusResponse, description = "Pending: queued or in_progress"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "Task not found: <id> (unknown or expired)"),
+        (status = 503, body = ErrorBody),
+    )
+)]
+#[get("/result/{task_id}")]
+async fn task_result(
+    _caller: Caller,
+    service: web::Data<TaskService>,
+    task_id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let record = service.status(&task_id).await?;
+    let status = if record.status.is_finished() {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok(HttpResponse::build(status).json(TaskStatusResponse::from(record)))
+}
+
+/// A task's state, whatever it is (always 200 for a known id).
+#[utoipa::path(
+    tag = "tasks",
+    params(("task_id" = String, Path, description = "The id returned by enqueue")),
+    responses(
+        (status = 200, body = TaskStatusResponse),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "Task not found: <id> (unknown or expired)"),
+        (status = 503, body = ErrorBody),
+    )
+)]
+#[get("/status/{task_id}")]
+async fn task_status(
+    _caller: Caller,
+    service: web::Data<TaskService>,
+    task_id: web::Path<String>,
+) -> Result<web::Json<TaskStatusResponse>, ApiError> {
+    Ok(web::Json(service.status(&task_id).await?.into()))
+}

@@ -1,0 +1,167 @@
+//! The rules of enqueueing and reading tasks, over a [`TaskBackend`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::NaiveDateTime;
+use kernel::jobs::{EnqueueRequest, JobError, JobQueue};
+
+use crate::backend::{BackendKind, TaskBackend};
+use crate::builtin::RandomSource;
+use crate::config::TasksConfig;
+use crate::domain::{ClaimPolicy, QueueDepth, TaskRecord};
+use crate::error::TasksError;
+use crate::registry::{Registry, TaskDefinition};
+
+/// The longest accepted `delay_seconds`: 30 days.
+pub const MAX_DELAY_SECONDS: u64 = 30 * 24 * 3600;
+
+/// A job just queued.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Enqueued {
+    pub record: TaskRecord,
+    /// When the job becomes eligible to run (`queued_at` + the delay).
+    pub estimated_start: NaiveDateTime,
+}
+
+/// Registered tasks and the state of each queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overview {
+    pub backend: BackendKind,
+    pub available_tasks: Vec<String>,
+    pub queues: BTreeMap<String, Vec<String>>,
+    pub depths: BTreeMap<String, QueueDepth>,
+}
+
+/// Enqueues and reads tasks; shared by the HTTP handlers, the CLI, the workers and other modules
+/// (through [`JobQueue`]).
+pub struct TaskService {
+    backend: Arc<dyn TaskBackend>,
+    registry: Registry,
+    config: TasksConfig,
+    random: Arc<dyn RandomSource>,
+}
+
+impl TaskService {
+    pub fn new(
+        config: TasksConfig,
+        backend: Arc<dyn TaskBackend>,
+        random: Arc<dyn RandomSource>,
+    ) -> TaskService {
+        TaskService {
+            backend,
+            registry: Registry::default(),
+            config,
+            random,
+        }
+    }
+
+    pub fn config(&self) -> &TasksConfig {
+        &self.config
+    }
+
+    pub fn backend(&self) -> &Arc<dyn TaskBackend> {
+        &self.backend
+    }
+
+    pub fn random(&self) -> &Arc<dyn RandomSource> {
+        &self.random
+    }
+
+    pub(crate) fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn register(&self, def: TaskDefinition) -> Result<(), TasksError> {
+        self.registry.register(def)
+    }
+
+    /// Every registered task name, sorted.
+    pub fn task_names(&self) -> Vec<String> {
+        self.registry.names()
+    }
+
+    /// Every queue, sorted.
+    pub fn queues(&self) -> Vec<String> {
+        self.registry.queues()
+    }
+
+    pub fn claim_policy(&self) -> ClaimPolicy {
+        ClaimPolicy {
+            visibility_timeout: self.config.visibility_timeout,
+            max_tries: self.config.max_tries,
+            keep_result: self.config.keep_result,
+        }
+    }
+
+    /// Queues a registered task. The task name is checked first, then the queue.
+    pub async fn enqueue(&self, request: EnqueueRequest) -> Result<Enqueued, TasksError> {
+        let def = self
+            .registry
+            .get(&request.task_name)
+            .ok_or_else(|| TasksError::UnknownTask {
+                name: request.task_name.clone(),
+                available: self.registry.names(),
+            })?;
+        if let Some(queue) = request.queue.as_deref()
+            && queue != def.queue
+        {
+            if !self.registry.has_queue(queue) {
+                return Err(TasksError::UnknownQueue {
+                    queue: queue.to_owned(),
+                    available: self.registry.queues(),
+                });
+            }
+            return Err(TasksError::WrongQueue {
+                task: def.name,
+                expected: def.queue,
+                requested: queue.to_owned(),
+            });
+        }
+        if request.delay_seconds > MAX_DELAY_SECONDS {
+            return Err(TasksError::Invalid(format!(
+                "delay_seconds must be between 0 and {MAX_DELAY_SECONDS}"
+            )));
+        }
+        let record = TaskRecord::new(def.name, def.queue, request.args, request.kwargs);
+        let delay = Duration::from_secs(request.delay_seconds);
+        self.backend.enqueue(&record, delay).await?;
+        let estimated_start = record.queued_at
+            + chrono::Duration::seconds(i64::try_from(request.delay_seconds).unwrap_or(0));
+        tracing::debug!(task_id = %record.task_id, task = %record.task_name, queue = %record.queue, "task queued");
+        Ok(Enqueued {
+            record,
+            estimated_start,
+        })
+    }
+
+    /// A task by id: 404 when unknown or expired.
+    pub async fn status(&self, task_id: &str) -> Result<TaskRecord, TasksError> {
+        self.backend
+            .get(task_id)
+            .await?
+            .ok_or_else(|| TasksError::NotFound(task_id.to_owned()))
+    }
+
+    pub async fn overview(&self) -> Result<Overview, TasksError> {
+        let queues = self.registry.by_queue();
+        let mut depths = BTreeMap::new();
+        for queue in queues.keys() {
+            depths.insert(queue.clone(), self.backend.depth(queue).await?);
+        }
+        Ok(Overview {
+            backend: self.backend.kind(),
+            available_tasks: self.registry.names(),
+            queues,
+            depths,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl JobQueue for TaskService {
+    async fn enqueue(&self, request: EnqueueRequest) -> Result<String, JobError> {
+        Ok(TaskService::enqueue(self, request).await?.record.task_id)
+    }
+}
