@@ -22,6 +22,30 @@ async fn spawn(db: &TestDb) -> TestServer {
     TestServer::start(server, port).hold(worker)
 }
 
+/// Registers an account over HTTP; returns the user and a bearer token.
+async fn sign_up(s: &TestServer, email: &str, full_name: Option<&str>) -> (Value, String) {
+    let r = s
+        .client
+        .post(s.url("/auth/register"))
+        .json(&json!({"email": email, "password": "password123", "full_name": full_name}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let user: Value = r.json().await.unwrap();
+    let token: Value = s
+        .client
+        .post(s.url("/auth/token"))
+        .form(&[("username", email), ("password", "password123")])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (user, token["access_token"].as_str().unwrap().to_owned())
+}
+
 /// Promotes a user the way `keel users set-role` does: the auth service on the same database.
 async fn make_admin(db: &TestDb, email: &str) {
     let pool = kernel::DbPool::connect(&db.url, 1).await.unwrap();
@@ -130,26 +154,8 @@ async fn a_signed_in_author_publishes_a_post_the_public_reads(db: TestDb) {
         "Not authenticated"
     );
 
-    let r = client
-        .post(s.url("/auth/register"))
-        .json(&json!({"email": "writer@example.com", "password": "password123", "full_name": "Wendy Writer"}))
-        .send()
-        .await
-        .unwrap();
-    let writer: Value = r.json().await.unwrap();
-    let token: Value = client
-        .post(s.url("/auth/token"))
-        .form(&[
-            ("username", "writer@example.com"),
-            ("password", "password123"),
-        ])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = token["access_token"].as_str().unwrap();
+    let (writer, token) = sign_up(&s, "writer@example.com", Some("Wendy Writer")).await;
+    let token = token.as_str();
 
     let r = client
         .post(s.url("/api/v1/blog/posts"))
@@ -212,22 +218,8 @@ async fn a_signed_in_user_runs_a_background_task(db: TestDb) {
         StatusCode::UNAUTHORIZED,
         "task endpoints need a user when auth is mounted"
     );
-    client
-        .post(s.url("/auth/register"))
-        .json(&json!({"email": "ops@example.com", "password": "password123"}))
-        .send()
-        .await
-        .unwrap();
-    let token: Value = client
-        .post(s.url("/auth/token"))
-        .form(&[("username", "ops@example.com"), ("password", "password123")])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = token["access_token"].as_str().unwrap();
+    let (_, token) = sign_up(&s, "ops@example.com", None).await;
+    let token = token.as_str();
     let r = client
         .post(s.url("/api/v1/tasks/enqueue"))
         .bearer_auth(token)

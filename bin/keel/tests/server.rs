@@ -20,6 +20,27 @@ fn config(db: &TestDb) -> Config {
     config
 }
 
+/// Registers an account and returns a bearer token for it.
+async fn sign_up(s: &TestServer, email: &str) -> String {
+    let r = s
+        .client
+        .post(s.url("/auth/register"))
+        .json(&json!({"email": email, "password": "password123"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let r = s
+        .client
+        .post(s.url("/api/v1/auth/token"))
+        .form(&[("username", email), ("password", "password123")])
+        .send()
+        .await
+        .unwrap();
+    let body: Value = r.json().await.unwrap();
+    body["access_token"].as_str().unwrap().to_owned()
+}
+
 async fn spawn(config: Config) -> TestServer {
     let app = Application::build(config).await.expect("the server starts");
     let port = app.port();
@@ -136,26 +157,8 @@ async fn docs_render_from_embedded_assets(db: TestDb) {
 
 async fn auth_answers_at_both_prefixes(db: TestDb) {
     let s = spawn(config(&db)).await;
-    let r = s
-        .client
-        .post(s.url("/auth/register"))
-        .json(&json!({"email": "both@example.com", "password": "password123"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let r = s
-        .client
-        .post(s.url("/api/v1/auth/token"))
-        .form(&[
-            ("username", "both@example.com"),
-            ("password", "password123"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    let token: Value = r.json().await.unwrap();
-    let token = token["access_token"].as_str().unwrap();
+    let token = sign_up(&s, "both@example.com").await;
+    let token = token.as_str();
     for prefix in ["/auth", "/api/v1/auth"] {
         let r = s
             .client
@@ -280,27 +283,7 @@ async fn cli_manages_users_that_the_api_sees(db: TestDb) {
 
 async fn cli_exports_and_imports_the_blog(db: TestDb) {
     let s = spawn(config(&db)).await;
-    let token = {
-        let r = s
-            .client
-            .post(s.url("/auth/register"))
-            .json(&json!({"email": "ed@example.com", "password": "password123"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::CREATED);
-        let r = s
-            .client
-            .post(s.url("/auth/token"))
-            .form(&[("username", "ed@example.com"), ("password", "password123")])
-            .send()
-            .await
-            .unwrap();
-        r.json::<Value>().await.unwrap()["access_token"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+    let token = sign_up(&s, "ed@example.com").await;
     for title in ["First post", "Second post"] {
         let r = s
             .client
