@@ -18,9 +18,10 @@ lint:
 fmt:
     cargo fmt --all
 
-# Load benchmarks against a release build (needs wrk); results go into docs/performance.md by hand.
+# Load benchmarks against a release build (needs wrk and GNU time); results go into docs/performance.md.
 bench:
     bash bench/auth.sh
+    bash bench/blog.sh
 
 # The provider simulator for local demos.
 sim:
