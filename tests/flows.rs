@@ -1,7 +1,8 @@
 //! Whole flows across modules, over HTTP against the composed `keel` server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use keel::{Application, Config, Module};
+use keel::{Application, Config};
+use kernel::module::{BuildModule, Deps};
 use kernel::testing::{TestDb, TestServer};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -9,13 +10,17 @@ use serde_json::{Value, json};
 const SECRET: &str = "flow-test-secret-flow-test-secret!!";
 
 async fn spawn(db: &TestDb) -> TestServer {
-    let mut config = Config::from_env().expect("default configuration");
-    config.port = 0;
-    config.database_url = db.url.clone();
-    config.http_workers = 2;
-    config.modules = Module::compiled();
-    config.auth = auth_core::AuthConfig::with_secret(SECRET);
-    config.tasks.backend = tasks_core::BackendChoice::Memory;
+    let mut config = Config {
+        port: 0,
+        database_url: db.url.clone(),
+        http_workers: 2,
+        ..Config::default()
+    };
+    config
+        .settings
+        .set(auth_core::AuthConfig::with_secret(SECRET));
+    config.settings.get_mut::<tasks_core::TasksConfig>().backend =
+        tasks_core::BackendChoice::Memory;
     let app = Application::build(config).await.expect("the server starts");
     let port = app.port();
     let (server, worker) = app.into_parts();
@@ -50,9 +55,8 @@ async fn sign_up(s: &TestServer, email: &str, full_name: Option<&str>) -> (Value
 async fn make_admin(db: &TestDb, email: &str) {
     let pool = kernel::DbPool::connect(&db.url, 1).await.unwrap();
     let config = auth_core::AuthConfig::with_secret(SECRET);
-    let module = auth_core::AuthModule::build(pool, &config, None, 1024)
-        .await
-        .unwrap();
+    let deps = Deps::new(pool).unwrap();
+    let module = auth_core::AuthModule::build(config, &deps).await.unwrap();
     let user = module
         .service()
         .find_by_email(email)

@@ -1,4 +1,5 @@
-//! The composed application: migrations of the enabled modules, their services, one actix app.
+//! The composed application: a loop over the enabled modules that migrates, builds, mounts and
+//! registers them, then one actix app.
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -7,17 +8,18 @@ use actix_web::dev::Server;
 use actix_web::http::header;
 use actix_web::middleware::{Compress, Condition, from_fn};
 use actix_web::{App, HttpResponse, HttpServer, web};
-use kernel::identity::Identity;
+use kernel::jobs::{RunningWorker, TaskRunner};
+use kernel::module::{BodyLimits, Deps, Module, ModuleEntry, ModuleError, build_order, mount};
+use kernel::redis::SharedRedis;
 use kernel::{DbPool, MigrationSet, http};
 use tracing_actix_web::TracingLogger;
 use utoipa::OpenApi;
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_actix_web::AppExt;
-use utoipa_actix_web::scope::scope;
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::config::{Config, Module};
+use crate::config::Config;
 use crate::health;
+use crate::modules;
 use crate::telemetry::RequestSpan;
 
 #[derive(Debug, thiserror::Error)]
@@ -31,38 +33,24 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
-    #[error("module {module} failed to start: {message}")]
-    Module {
-        module: &'static str,
-        message: String,
-    },
+    #[error(transparent)]
+    Module(#[from] ModuleError),
 }
 
-/// Everything the handlers of the server itself share.
-pub struct AppState {
-    pub pool: DbPool,
-    #[cfg(feature = "auth")]
-    pub auth: Option<Arc<auth_core::AuthModule>>,
-    #[cfg(feature = "blog")]
-    pub blog: Option<Arc<blog_core::BlogModule>>,
-    #[cfg(feature = "tasks")]
-    pub tasks: Option<Arc<tasks_core::TasksModule>>,
+/// The enabled modules' list entries, in list (mounting) order.
+pub fn enabled(config: &Config) -> Vec<ModuleEntry> {
+    modules::compiled()
+        .into_iter()
+        .filter(|e| config.is_enabled(e.name))
+        .collect()
 }
 
 /// The migration sets of the enabled modules, in order.
 pub fn migration_sets(config: &Config) -> Vec<MigrationSet> {
-    let mut sets = Vec::new();
-    for module in &config.modules {
-        match module {
-            #[cfg(feature = "auth")]
-            Module::Auth => sets.push(auth_core::MIGRATIONS),
-            #[cfg(feature = "blog")]
-            Module::Blog => sets.push(blog_core::MIGRATIONS),
-            #[allow(unreachable_patterns)]
-            _ => {}
-        }
-    }
-    sets
+    enabled(config)
+        .iter()
+        .filter_map(|e| e.migrations)
+        .collect()
 }
 
 /// Applies the enabled modules' migrations, then opens the pool.
@@ -71,62 +59,90 @@ pub async fn open_database(config: &Config) -> Result<DbPool, StartError> {
     Ok(DbPool::connect(&config.database_url, config.db_pool_size).await?)
 }
 
-/// Builds the enabled modules over `pool`.
-pub async fn build_state(config: &Config, pool: DbPool) -> Result<AppState, StartError> {
-    #[cfg(feature = "tasks")]
-    let tasks = match config.is_enabled(Module::Tasks) {
-        true => Some(Arc::new(build_tasks(config).await?)),
-        false => None,
+/// The enabled modules, built and wired: what the server, the worker and the CLI run.
+pub struct Composed {
+    pub pool: DbPool,
+    /// In list (mounting) order.
+    pub modules: Vec<Arc<dyn Module>>,
+    /// The module that runs background tasks, when one is enabled.
+    pub runner: Option<Arc<dyn TaskRunner>>,
+}
+
+impl Composed {
+    /// Whether an identity provider is mounted (routes then declare and enforce bearer tokens).
+    pub fn has_identity(&self) -> bool {
+        self.modules.iter().any(|m| m.authenticator().is_some())
+    }
+
+    /// The built module named `name`.
+    pub fn module(&self, name: &str) -> Option<&Arc<dyn Module>> {
+        self.modules.iter().find(|m| m.name() == name)
+    }
+}
+
+/// Builds `entries` over a migrated pool: the identity provider first (every later module gets
+/// its authenticator), then the task runner (every later module gets its queue), then the rest;
+/// then every module's tasks are registered with the runner.
+pub async fn compose(
+    config: &Config,
+    pool: DbPool,
+    entries: &[ModuleEntry],
+) -> Result<Composed, StartError> {
+    let mut deps = Deps {
+        pool: pool.clone(),
+        authenticator: None,
+        jobs: None,
+        http: kernel::http_client::HttpClientSettings::default().build()?,
+        limits: BodyLimits {
+            json: config.max_json_bytes,
+        },
+        redis: SharedRedis::new(&config.redis_url, config.redis_db),
     };
-    // Shared counters (auth rate limits) live in Redis when the task queue runs on it.
-    #[cfg(feature = "tasks")]
-    let redis = tasks.as_ref().and_then(|t| t.redis_pool());
-    #[cfg(not(feature = "tasks"))]
-    let redis = None;
-    #[cfg(feature = "auth")]
-    let auth = if config.is_enabled(Module::Auth) {
-        let module =
-            auth_core::AuthModule::build(pool.clone(), &config.auth, redis, config.max_json_bytes)
-                .await
-                .map_err(|e| StartError::Module {
-                    module: "auth",
-                    message: e.to_string(),
-                })?;
-        Some(Arc::new(module))
-    } else {
-        None
-    };
-    #[cfg(feature = "blog")]
-    let blog = config.is_enabled(Module::Blog).then(|| {
-        let auth_mounted = config.is_enabled(Module::Auth);
-        Arc::new(blog_core::BlogModule::build(
-            pool.clone(),
-            config.blog.clone(),
-            auth_mounted,
-        ))
-    });
-    #[cfg(not(feature = "auth"))]
-    let _ = redis;
-    Ok(AppState {
+    let mut built: Vec<(usize, Arc<dyn Module>)> = Vec::new();
+    let mut runner = None;
+    for entry in build_order(entries) {
+        let module = entry.build(&config.settings, &deps).await?;
+        if let Some(authenticator) = module.authenticator() {
+            deps.authenticator = Some(authenticator);
+        }
+        if let Some(tasks) = module.task_runner() {
+            deps.jobs = Some(tasks.queue());
+            runner = Some(tasks);
+        }
+        let position = entries.iter().position(|e| e.name == entry.name);
+        built.push((position.unwrap_or(usize::MAX), module));
+    }
+    built.sort_by_key(|(position, _)| *position);
+    let modules: Vec<Arc<dyn Module>> = built.into_iter().map(|(_, m)| m).collect();
+    for module in &modules {
+        let tasks = module.tasks();
+        let Some(runner) = &runner else {
+            if !tasks.is_empty() {
+                tracing::warn!(
+                    module = module.name(),
+                    tasks = tasks.len(),
+                    "no task runner is mounted (the tasks module): this module's background tasks will not run"
+                );
+            }
+            continue;
+        };
+        for task in tasks {
+            runner
+                .register(task)
+                .map_err(|e| ModuleError::new(module.name(), e))?;
+        }
+    }
+    Ok(Composed {
         pool,
-        #[cfg(feature = "auth")]
-        auth,
-        #[cfg(feature = "blog")]
-        blog,
-        #[cfg(feature = "tasks")]
-        tasks,
+        modules,
+        runner,
     })
 }
 
-/// The tasks module on the backend its settings choose.
-#[cfg(feature = "tasks")]
-pub async fn build_tasks(config: &Config) -> Result<tasks_core::TasksModule, StartError> {
-    tasks_core::TasksModule::build(config.tasks.clone())
-        .await
-        .map_err(|e| StartError::Module {
-            module: "tasks",
-            message: e.to_string(),
-        })
+/// Migrates and builds the enabled modules.
+pub async fn build_modules(config: &Config) -> Result<Composed, StartError> {
+    let pool = open_database(config).await?;
+    compose(config, pool, &enabled(config)).await
 }
 
 #[derive(OpenApi)]
@@ -136,39 +152,19 @@ pub async fn build_tasks(config: &Config) -> Result<tasks_core::TasksModule, Sta
 )]
 struct ApiDoc;
 
-fn base_document() -> utoipa::openapi::OpenApi {
-    let mut doc = ApiDoc::openapi();
-    doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
-    let components = doc.components.get_or_insert_with(Default::default);
-    components.add_security_scheme(
-        "bearer",
-        SecurityScheme::Http(
-            HttpBuilder::new()
-                .scheme(HttpAuthScheme::Bearer)
-                .bearer_format("JWT")
-                .build(),
-        ),
-    );
-    doc
-}
-
 /// A running server: its port and the future that runs it until SIGTERM/SIGINT.
 pub struct Application {
     port: u16,
     server: Server,
     /// The embedded task worker of `keel serve` (`WORKER_EMBEDDED`).
-    #[cfg(feature = "tasks")]
-    worker: Option<tasks_core::WorkerHandle>,
-    #[cfg(feature = "tasks")]
-    worker_shutdown: std::time::Duration,
+    worker: Option<Box<dyn RunningWorker>>,
 }
 
 impl Application {
     /// Migrates, builds the modules and binds `HOST:PORT` (port 0 picks a free one).
     pub async fn build(config: Config) -> Result<Application, StartError> {
         kernel::init_crypto();
-        let pool = open_database(&config).await?;
-        let state = web::Data::new(build_state(&config, pool).await?);
+        let composed = Arc::new(build_modules(&config).await?);
         let addr = format!("{}:{}", config.host, config.port);
         let listener = TcpListener::bind(&addr).map_err(|source| StartError::Bind {
             addr: addr.clone(),
@@ -178,20 +174,17 @@ impl Application {
             .local_addr()
             .map_err(|source| StartError::Bind { addr, source })?
             .port();
-        #[cfg(feature = "auth")]
-        let identity = Identity::new(state.auth.as_ref().map(|a| a.authenticator()));
-        #[cfg(not(feature = "auth"))]
-        let identity = Identity::new(None);
-        #[cfg(feature = "tasks")]
-        let worker = state.tasks.as_ref().and_then(|t| t.start_embedded_worker());
-        #[cfg(feature = "tasks")]
-        let worker_shutdown = config.tasks.shutdown_timeout;
+        // Every module's tasks are registered by now: the worker sees them all.
+        let worker = composed
+            .runner
+            .as_ref()
+            .and_then(|r| r.start_embedded_worker());
         let workers = config.http_workers;
         let shutdown_timeout = config.shutdown_timeout_seconds;
         let config = Arc::new(config);
+        let state = web::Data::from(composed);
         let server = HttpServer::new(move || {
-            let (app, _) = compose(&config, &state, &identity).split_for_parts();
-            app.default_service(web::to(http::not_found))
+            app(&config, &state)
                 .wrap(Compress::default())
                 .wrap(Condition::new(
                     !config.cors_origins.is_empty(),
@@ -212,10 +205,7 @@ impl Application {
         Ok(Application {
             port,
             server,
-            #[cfg(feature = "tasks")]
             worker,
-            #[cfg(feature = "tasks")]
-            worker_shutdown,
         })
     }
 
@@ -228,9 +218,8 @@ impl Application {
     /// queue).
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let served = self.server.await;
-        #[cfg(feature = "tasks")]
         if let Some(worker) = self.worker {
-            worker.shutdown(self.worker_shutdown).await;
+            worker.shutdown().await;
         }
         served
     }
@@ -243,30 +232,18 @@ impl Application {
     /// The server future and what runs beside it (the embedded worker), for tests that run the
     /// application in the background: the worker stops when the second part is dropped.
     pub fn into_parts(self) -> (Server, Background) {
-        #[cfg(feature = "tasks")]
-        let background = Background(self.worker);
-        #[cfg(not(feature = "tasks"))]
-        let background = Background(());
-        (self.server, background)
+        (self.server, Background(self.worker))
     }
 }
 
 /// Work the application runs beside its HTTP server; stops when dropped.
-#[cfg(feature = "tasks")]
-pub struct Background(#[allow(dead_code)] Option<tasks_core::WorkerHandle>);
-
-/// Work the application runs beside its HTTP server; stops when dropped.
-#[cfg(not(feature = "tasks"))]
-pub struct Background(());
-
-impl Application {}
+pub struct Background(#[allow(dead_code)] Option<Box<dyn RunningWorker>>);
 
 /// The routes of the server and of every enabled module, with the OpenAPI document they make.
-fn compose(
+fn app(
     config: &Config,
-    state: &web::Data<AppState>,
-    identity: &web::Data<Identity>,
-) -> utoipa_actix_web::UtoipaApp<
+    state: &web::Data<Composed>,
+) -> App<
     impl actix_web::dev::ServiceFactory<
         actix_web::dev::ServiceRequest,
         Config = (),
@@ -276,47 +253,28 @@ fn compose(
     > + use<>,
 > {
     let max_json_bytes = config.max_json_bytes;
-    #[allow(unused_mut)]
-    let mut app = App::new()
+    let mut base = ApiDoc::openapi();
+    base.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    let app = App::new()
         .into_utoipa_app()
-        .openapi(base_document())
+        .openapi(base)
         .app_data(state.clone())
-        .app_data(identity.clone())
         .map(|app| app.configure(|c| http::configure_extractors(c, max_json_bytes)))
         .service(health::health)
         .service(health::live)
         .service(health::ready);
-    #[cfg(feature = "auth")]
-    if let Some(auth) = state.auth.clone() {
-        // Documented once, under /api/v1/auth; /auth answers the same.
-        let alias = auth.clone();
-        app = app
-            .service(scope("/api/v1/auth").configure(move |cfg| auth.configure(cfg)))
-            .map(|app| {
-                app.service(web::scope("/auth").configure(move |c| {
-                    alias.configure(&mut utoipa_actix_web::service_config::ServiceConfig::new(c))
-                }))
-            });
-    }
-    #[cfg(feature = "tasks")]
-    if let Some(tasks) = state.tasks.clone() {
-        app = app.service(scope("/api/v1/tasks").configure(move |cfg| tasks.configure(cfg)));
-    }
-    #[cfg(feature = "blog")]
-    if let Some(blog) = state.blog.clone() {
-        app = app.service(scope("/api/v1/blog").configure(move |cfg| blog.configure(cfg)));
-    }
-    app.openapi_service(|api| SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", api))
-        .map(|app| {
-            app.route(
-                "/docs",
-                web::get().to(|| async {
-                    HttpResponse::PermanentRedirect()
-                        .insert_header((header::LOCATION, "/docs/"))
-                        .finish()
-                }),
-            )
-        })
+    let (app, mut doc) = state.modules.iter().fold(app, mount).split_for_parts();
+    kernel::openapi::finish(&mut doc, state.has_identity());
+    app.service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", doc))
+        .route(
+            "/docs",
+            web::get().to(|| async {
+                HttpResponse::PermanentRedirect()
+                    .insert_header((header::LOCATION, "/docs/"))
+                    .finish()
+            }),
+        )
+        .default_service(web::to(http::not_found))
 }
 
 /// CORS for the configured origins (`*` allows any); with none configured it is not mounted.

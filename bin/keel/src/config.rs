@@ -1,46 +1,11 @@
-//! The server's settings, read once at start from the environment (and `.env`).
+//! The server's settings, read once at start from the environment (and `.env`), with each
+//! compiled module's own settings beside them.
 
 use kernel::ConfigError;
 use kernel::config::{list, parse, parse_in_range, var};
+use kernel::module::Settings;
 
-/// A module of Keel, as named in `KEEL_MODULES`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Module {
-    Auth,
-    Blog,
-    Tasks,
-}
-
-impl Module {
-    /// Every module this build was compiled with, in mounting (and migration) order.
-    #[allow(clippy::vec_init_then_push, unused_mut)]
-    pub fn compiled() -> Vec<Module> {
-        let mut modules = Vec::new();
-        #[cfg(feature = "auth")]
-        modules.push(Module::Auth);
-        #[cfg(feature = "blog")]
-        modules.push(Module::Blog);
-        #[cfg(feature = "tasks")]
-        modules.push(Module::Tasks);
-        modules
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Module::Auth => "auth",
-            Module::Blog => "blog",
-            Module::Tasks => "tasks",
-        }
-    }
-
-    fn known() -> &'static [(&'static str, Module)] {
-        &[
-            ("auth", Module::Auth),
-            ("blog", Module::Blog),
-            ("tasks", Module::Tasks),
-        ]
-    }
-}
+use crate::modules;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -58,8 +23,8 @@ pub struct Config {
     pub database_url: String,
     /// `DATABASE_POOL_SIZE` (default 10 for PostgreSQL, 4 for SQLite).
     pub db_pool_size: usize,
-    /// `KEEL_MODULES` (default: every compiled module).
-    pub modules: Vec<Module>,
+    /// `KEEL_MODULES`: the modules to mount, by name (default: every compiled module).
+    pub modules: Vec<&'static str>,
     /// `LOG_FORMAT` (`pretty` or `json`, default pretty).
     pub log_format: LogFormat,
     /// `MAX_JSON_BYTES` (default 1 MiB).
@@ -70,12 +35,47 @@ pub struct Config {
     pub http_workers: usize,
     /// `SHUTDOWN_TIMEOUT_SECONDS`: how long in-flight requests get on SIGTERM/SIGINT (default 30).
     pub shutdown_timeout_seconds: u64,
-    #[cfg(feature = "auth")]
-    pub auth: auth_core::AuthConfig,
-    #[cfg(feature = "blog")]
-    pub blog: blog_core::BlogConfig,
-    #[cfg(feature = "tasks")]
-    pub tasks: tasks_core::TasksConfig,
+    /// `REDIS_URL` (default `redis://localhost:6379`): the deployment's Redis, for state that
+    /// instances share (looked for only when a module asks).
+    pub redis_url: String,
+    /// `REDIS_DB`: overrides the database number of `REDIS_URL`.
+    pub redis_db: Option<i64>,
+    /// Every compiled module's settings (`settings.get_mut::<AuthConfig>()`, ...).
+    pub settings: Settings,
+}
+
+impl Default for Config {
+    /// The defaults, without reading the environment: SQLite at `data/keel.db`, every compiled
+    /// module mounted with its default settings.
+    fn default() -> Self {
+        let mut settings = Settings::default();
+        for entry in modules::compiled() {
+            entry.default_settings(&mut settings);
+        }
+        Config {
+            host: "127.0.0.1".to_owned(),
+            port: 8000,
+            database_url: kernel::db::DEFAULT_DATABASE_URL.to_owned(),
+            db_pool_size: 4,
+            modules: modules::names(),
+            log_format: LogFormat::Pretty,
+            max_json_bytes: kernel::http::DEFAULT_MAX_JSON_BYTES,
+            cors_origins: Vec::new(),
+            http_workers: cpus(),
+            shutdown_timeout_seconds: 30,
+            redis_url: DEFAULT_REDIS_URL.to_owned(),
+            redis_db: None,
+            settings,
+        }
+    }
+}
+
+const DEFAULT_REDIS_URL: &str = "redis://localhost:6379";
+
+fn cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
 }
 
 impl Config {
@@ -103,9 +103,10 @@ impl Config {
                 ));
             }
         };
-        let cpus = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2);
+        let mut settings = Settings::default();
+        for entry in modules::compiled() {
+            entry.load_settings(&mut settings)?;
+        }
         Ok(Config {
             host: var("HOST").unwrap_or_else(|| "127.0.0.1".to_owned()),
             port: parse("PORT", 8000)?,
@@ -119,45 +120,44 @@ impl Config {
                 1024..=1 << 30,
             )?,
             cors_origins: list("CORS_ORIGINS").unwrap_or_default(),
-            http_workers: parse_in_range("HTTP_WORKERS", cpus, 1..=1024)?,
+            http_workers: parse_in_range("HTTP_WORKERS", cpus(), 1..=1024)?,
             shutdown_timeout_seconds: parse_in_range("SHUTDOWN_TIMEOUT_SECONDS", 30, 0..=3600)?,
-            #[cfg(feature = "auth")]
-            auth: auth_core::AuthConfig::from_env()?,
-            #[cfg(feature = "blog")]
-            blog: blog_core::BlogConfig::from_env()?,
-            #[cfg(feature = "tasks")]
-            tasks: tasks_core::TasksConfig::from_env()?,
+            redis_url: var("REDIS_URL").unwrap_or_else(|| DEFAULT_REDIS_URL.to_owned()),
+            redis_db: match var("REDIS_DB") {
+                None => None,
+                Some(_) => Some(parse_in_range("REDIS_DB", 0, 0..=10_000)?),
+            },
+            settings,
         })
     }
 
-    pub fn is_enabled(&self, module: Module) -> bool {
+    pub fn is_enabled(&self, module: &str) -> bool {
         self.modules.contains(&module)
     }
 }
 
 /// `KEEL_MODULES`: names of compiled modules; absent means all of them.
-fn parse_modules(names: Option<Vec<String>>) -> Result<Vec<Module>, ConfigError> {
-    let compiled = Module::compiled();
+fn parse_modules(names: Option<Vec<String>>) -> Result<Vec<&'static str>, ConfigError> {
+    let compiled = modules::names();
     let Some(names) = names else {
         return Ok(compiled);
     };
     let mut chosen = Vec::new();
     for name in names {
         let lower = name.to_ascii_lowercase();
-        let module = Module::known()
-            .iter()
-            .find(|(n, _)| *n == lower)
-            .map(|(_, m)| *m)
-            .ok_or_else(|| ConfigError::new("KEEL_MODULES", format!("unknown module {name:?}")))?;
-        if !compiled.contains(&module) {
-            return Err(ConfigError::new(
-                "KEEL_MODULES",
-                format!(
-                    "module {name:?} is not compiled into this build (enable its Cargo feature)"
-                ),
-            ));
+        match compiled.iter().find(|c| **c == lower) {
+            Some(module) => chosen.push(*module),
+            None => {
+                return Err(ConfigError::new(
+                    "KEEL_MODULES",
+                    format!(
+                        "unknown module {name:?}: this build has {} (a module is compiled in by \
+                         its Cargo feature)",
+                        compiled.join(", ")
+                    ),
+                ));
+            }
         }
-        chosen.push(module);
     }
     // Mount in the canonical order whatever the order given.
     Ok(compiled
@@ -172,7 +172,7 @@ mod tests {
 
     #[test]
     fn modules_default_to_all_compiled() {
-        assert_eq!(parse_modules(None).ok(), Some(Module::compiled()));
+        assert_eq!(parse_modules(None).ok(), Some(modules::names()));
         assert_eq!(parse_modules(Some(vec![])).ok(), Some(vec![]));
     }
 
@@ -180,5 +180,11 @@ mod tests {
     fn unknown_modules_are_refused() {
         let err = parse_modules(Some(vec!["billing".into()])).err();
         assert_eq!(err.map(|e| e.setting), Some("KEEL_MODULES".to_owned()));
+    }
+
+    #[test]
+    fn defaults_carry_every_compiled_module() {
+        let config = Config::default();
+        assert_eq!(config.modules, modules::names());
     }
 }

@@ -7,7 +7,7 @@ use kernel::health::{HealthStatus, ModuleHealth};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::app::AppState;
+use crate::app::Composed;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HealthResponse {
@@ -50,21 +50,16 @@ pub fn overall(modules: &BTreeMap<String, ModuleHealth>) -> HealthStatus {
     )
 )]
 #[get("/health")]
-pub async fn health(state: web::Data<AppState>) -> HttpResponse {
-    let mut modules = BTreeMap::new();
+pub async fn health(state: web::Data<Composed>) -> HttpResponse {
+    let checks = state
+        .modules
+        .iter()
+        .map(|m| async move { (m.name().to_owned(), m.health().await) });
+    let mut modules: BTreeMap<String, ModuleHealth> = futures_util::future::join_all(checks)
+        .await
+        .into_iter()
+        .collect();
     modules.insert("database".to_owned(), database_health(&state).await);
-    #[cfg(feature = "auth")]
-    if let Some(auth) = &state.auth {
-        modules.insert("auth".to_owned(), auth.health().await);
-    }
-    #[cfg(feature = "blog")]
-    if let Some(blog) = &state.blog {
-        modules.insert("blog".to_owned(), blog.health().await);
-    }
-    #[cfg(feature = "tasks")]
-    if let Some(tasks) = &state.tasks {
-        modules.insert("tasks".to_owned(), tasks.health().await);
-    }
     let status = overall(&modules);
     let body = HealthResponse {
         status,
@@ -77,7 +72,7 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
     }
 }
 
-async fn database_health(state: &AppState) -> ModuleHealth {
+async fn database_health(state: &Composed) -> ModuleHealth {
     match state.pool.ping().await {
         Ok(()) => ModuleHealth::healthy(format!("{} reachable", state.pool.backend().name())),
         Err(e) => {
@@ -103,16 +98,15 @@ pub async fn live() -> HttpResponse {
     )
 )]
 #[get("/health/ready")]
-pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
+pub async fn ready(state: web::Data<Composed>) -> HttpResponse {
     let mut problems = Vec::new();
     if let Err(e) = state.pool.ping().await {
         problems.push(format!("database unreachable: {e}"));
     }
-    #[cfg(feature = "tasks")]
-    if let Some(tasks) = &state.tasks {
-        let queue = tasks.health().await;
-        if queue.status == HealthStatus::Unhealthy {
-            problems.push(format!("task queue unreachable: {}", queue.detail));
+    let checks = state.modules.iter().map(|m| m.ready());
+    for result in futures_util::future::join_all(checks).await {
+        if let Err(why) = result {
+            problems.push(why);
         }
     }
     if problems.is_empty() {

@@ -7,7 +7,9 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod health;
+pub mod modules;
 pub mod telemetry;
+mod worker;
 
 pub use app::{Application, StartError};
-pub use config::{Config, Module};
+pub use config::Config;

@@ -4,19 +4,24 @@
 use std::path::Path;
 use std::process::Command;
 
-use keel::{Application, Config, Module};
+use keel::{Application, Config};
 use kernel::testing::{TestDb, TestServer};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+/// The defaults (no environment read), on the test's database, every module mounted.
 fn config(db: &TestDb) -> Config {
-    let mut config = Config::from_env().expect("default configuration");
-    config.port = 0;
-    config.database_url = db.url.clone();
-    config.http_workers = 2;
-    config.modules = Module::compiled();
-    config.auth = auth_core::AuthConfig::with_secret("server-test-secret-server-test-secret");
-    config.tasks.backend = tasks_core::BackendChoice::Memory;
+    let mut config = Config {
+        port: 0,
+        database_url: db.url.clone(),
+        http_workers: 2,
+        ..Config::default()
+    };
+    config.settings.set(auth_core::AuthConfig::with_secret(
+        "server-test-secret-server-test-secret",
+    ));
+    config.settings.get_mut::<tasks_core::TasksConfig>().backend =
+        tasks_core::BackendChoice::Memory;
     config
 }
 
@@ -56,6 +61,8 @@ kernel::backend_tests! {
     unmounted_modules_answer_404,
     cli_manages_users_that_the_api_sees,
     cli_exports_and_imports_the_blog,
+    declared_security_is_what_routes_enforce,
+    modules_without_an_identity_provider_are_open,
 }
 
 async fn errors_use_the_detail_envelope(db: TestDb) {
@@ -193,6 +200,101 @@ async fn unmounted_modules_answer_404(db: TestDb) {
         .await
         .unwrap();
     assert!(doc["paths"].get("/api/v1/auth/me").is_none());
+}
+
+/// Every operation of the served OpenAPI document, called without a token and without a body:
+/// `(method, path, declares bearer security, status)`.
+async fn call_every_operation(s: &TestServer) -> Vec<(String, String, bool, StatusCode)> {
+    let doc: Value = s
+        .client
+        .get(s.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let Ok(method) = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()) else {
+                continue;
+            };
+            let declared = operation["security"]
+                .as_array()
+                .is_some_and(|reqs| reqs.iter().any(|r| r.get("bearer").is_some()));
+            // Path parameters get a value of the right shape: a number for ids, else a word.
+            let concrete: String = path
+                .split('/')
+                .map(|segment| match segment {
+                    s if s.starts_with('{') && s.ends_with("_id}") && !s.contains("task") => "1",
+                    s if s.starts_with('{') => "some-value",
+                    s => s,
+                })
+                .collect::<Vec<_>>()
+                .join("/");
+            let status = s
+                .client
+                .request(method.clone(), s.url(&concrete))
+                .send()
+                .await
+                .unwrap()
+                .status();
+            seen.push((method.to_string(), path.clone(), declared, status));
+        }
+    }
+    seen
+}
+
+/// Walks the merged document: a route that declares bearer security answers 401 without a token,
+/// and a route that answers 401 without a token declares it.
+async fn declared_security_is_what_routes_enforce(db: TestDb) {
+    let s = spawn(config(&db)).await;
+    let seen = call_every_operation(&s).await;
+    assert!(seen.len() > 20, "{seen:?}");
+    for (method, path, declared, status) in &seen {
+        assert_eq!(
+            *declared,
+            *status == StatusCode::UNAUTHORIZED,
+            "{method} {path}: declares bearer = {declared}, answered {status} without a token"
+        );
+    }
+    for protected in ["/api/v1/tasks/enqueue", "/api/v1/blog/posts/{post_id}"] {
+        assert!(
+            seen.iter()
+                .any(|(_, p, declared, _)| p == protected && *declared),
+            "{protected} is protected"
+        );
+    }
+}
+
+/// Without the auth module, the other modules are open by design: no route answers 401, none
+/// declares security, and writes work without a token.
+async fn modules_without_an_identity_provider_are_open(db: TestDb) {
+    let mut config = config(&db);
+    config.modules = vec!["blog", "tasks"];
+    let s = spawn(config).await;
+    for (method, path, declared, status) in call_every_operation(&s).await {
+        assert!(!declared, "{method} {path} declares security");
+        assert_ne!(status, StatusCode::UNAUTHORIZED, "{method} {path}");
+        assert!(!status.is_server_error(), "{method} {path}: {status}");
+    }
+    let r = s
+        .client
+        .post(s.url("/api/v1/tasks/enqueue"))
+        .json(&json!({"task_name": "io_simulation_task"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = s
+        .client
+        .post(s.url("/api/v1/blog/tags"))
+        .json(&json!({"name": "Open"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
 }
 
 fn keel(db: &TestDb, args: &[&str]) -> (bool, String) {

@@ -36,6 +36,26 @@ impl std::fmt::Debug for AuthConfig {
     }
 }
 
+/// The defaults, without reading the environment: a random signing key (tokens end with the
+/// process), 30-minute tokens, bcrypt cost 12, no rate limits.
+impl Default for AuthConfig {
+    fn default() -> Self {
+        let secret = random_secret()
+            .unwrap_or_else(|_| uuid::Uuid::new_v4().simple().to_string().into_bytes());
+        Self {
+            secret_generated: true,
+            bcrypt_cost: 12,
+            ..Self::with_secret_bytes(secret)
+        }
+    }
+}
+
+impl kernel::ModuleConfig for AuthConfig {
+    fn from_env() -> Result<Self, ConfigError> {
+        AuthConfig::from_env()
+    }
+}
+
 impl AuthConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
         let production = var("APP_ENV").is_some_and(|v| v.eq_ignore_ascii_case("production"));
@@ -74,8 +94,12 @@ impl AuthConfig {
 
     /// A configuration for tests and embedding: the given key, 30-minute tokens, bcrypt cost 4.
     pub fn with_secret(secret: &str) -> Self {
+        Self::with_secret_bytes(secret.as_bytes().to_vec())
+    }
+
+    fn with_secret_bytes(secret_key: Vec<u8>) -> Self {
         Self {
-            secret_key: secret.as_bytes().to_vec(),
+            secret_key,
             secret_generated: false,
             token_minutes: 30,
             bcrypt_cost: 4,

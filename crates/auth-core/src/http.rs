@@ -1,11 +1,11 @@
 //! HTTP handlers of the auth module (mounted at `/auth` and `/api/v1/auth`).
 
+use kernel::Timestamp;
 use std::sync::Arc;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, get, patch, post, web};
-use chrono::NaiveDateTime;
-use kernel::identity::{AuthFailure, bearer_token};
+use kernel::identity::{AuthFailure, MinRole, bearer_token, roles};
 use kernel::pagination::PageParams;
 use kernel::{ApiError, FieldError, Role};
 use serde::{Deserialize, Serialize};
@@ -27,33 +27,33 @@ impl AuthState {
             .flatten()
     }
 
-    /// The active user behind the request's bearer token.
+    /// The active user behind the request's bearer token, as the full account (`/me` answers
+    /// fields a `Principal` does not carry). The other routes use the kernel's extractors.
     async fn current_user(&self, req: &HttpRequest) -> Result<User, ApiError> {
         let bearer = bearer_token(req).ok_or(AuthFailure::NotAuthenticated)?;
         Ok(self.service.user_for_token(bearer).await?)
     }
+}
 
-    async fn current_admin(&self, req: &HttpRequest) -> Result<User, ApiError> {
-        let user = self.current_user(req).await?;
-        kernel::Principal::from(&user).require_role(&[Role::Admin])?;
-        Ok(user)
-    }
+/// The administrator behind an admin route (always present: this module is its own identity).
+fn admin_id(admin: &MinRole<roles::Admin>) -> Result<i64, ApiError> {
+    admin
+        .principal()
+        .map(|p| p.user_id)
+        .ok_or_else(|| AuthFailure::NotAuthenticated.into())
 }
 
 /// A user account. Never carries any password field.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = auth::UserResponse)]
 pub struct UserResponse {
     pub id: i64,
     pub email: String,
     pub full_name: Option<String>,
     pub is_active: bool,
     pub role: Role,
-    #[serde(with = "kernel::time::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: NaiveDateTime,
-    #[serde(with = "kernel::time::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub updated_at: NaiveDateTime,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 impl From<User> for UserResponse {
@@ -64,8 +64,8 @@ impl From<User> for UserResponse {
             full_name: u.full_name,
             is_active: u.is_active,
             role: u.role,
-            created_at: u.created_at,
-            updated_at: u.updated_at,
+            created_at: u.created_at.into(),
+            updated_at: u.updated_at.into(),
         }
     }
 }
@@ -73,6 +73,7 @@ impl From<User> for UserResponse {
 /// Registration. `email` and `password` are required; `full_name` is 1 to 100 characters when
 /// given; `password` is 8 characters to 72 bytes.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = auth::UserCreate)]
 pub struct UserCreate {
     #[schema(required = true, example = "ada@example.com")]
     pub email: Option<String>,
@@ -86,6 +87,7 @@ pub struct UserCreate {
 
 /// The OAuth 2.0 password-flow form: `username` holds the e-mail address.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = auth::LoginForm)]
 pub struct LoginForm {
     #[schema(required = true)]
     pub username: Option<String>,
@@ -94,6 +96,7 @@ pub struct LoginForm {
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = auth::TokenResponse)]
 pub struct TokenResponse {
     pub access_token: String,
     /// Always `bearer`.
@@ -101,6 +104,7 @@ pub struct TokenResponse {
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = auth::UserListResponse)]
 pub struct UserListResponse {
     pub users: Vec<UserResponse>,
     pub total: i64,
@@ -110,6 +114,7 @@ pub struct UserListResponse {
 
 /// An administrator's change to a user: its active flag and/or its role.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = auth::UserUpdate)]
 #[serde(deny_unknown_fields)]
 pub struct UserUpdate {
     pub is_active: Option<bool>,
@@ -207,11 +212,11 @@ pub async fn me(
 )]
 #[get("/users")]
 pub async fn list_users(
+    admin: MinRole<roles::Admin>,
     state: web::Data<AuthState>,
-    req: HttpRequest,
     query: web::Query<PageParams>,
 ) -> Result<web::Json<UserListResponse>, ApiError> {
-    state.current_admin(&req).await?;
+    admin_id(&admin)?;
     let page = query.into_inner().resolve()?;
     let (users, total) = state.service.list_users(page).await?;
     Ok(web::Json(UserListResponse {
@@ -236,12 +241,12 @@ pub async fn list_users(
 )]
 #[patch("/users/{user_id}")]
 pub async fn update_user(
+    admin: MinRole<roles::Admin>,
     state: web::Data<AuthState>,
-    req: HttpRequest,
     path: web::Path<i64>,
     body: web::Json<UserUpdate>,
 ) -> Result<web::Json<UserResponse>, ApiError> {
-    let admin = state.current_admin(&req).await?;
+    let admin_id = admin_id(&admin)?;
     let UserUpdate { is_active, role } = body.into_inner();
     if is_active.is_none() && role.is_none() {
         return Err(ApiError::with_detail(
@@ -252,7 +257,7 @@ pub async fn update_user(
     let patch = UserPatch { is_active, role };
     let user = state
         .service
-        .update_user(Some(admin.id), path.into_inner(), patch)
+        .update_user(Some(admin_id), path.into_inner(), patch)
         .await?;
     Ok(web::Json(user.into()))
 }

@@ -1,20 +1,41 @@
 //! Keel's authentication module: registration, OAuth 2.0 password-flow login issuing HS256 JWT
-//! bearer tokens, the current user, roles and user administration.
+//! bearer tokens, the current user, roles and user administration. It is the identity provider:
+//! its [`Authenticator`] is what every other module receives at build.
 //!
-//! Embedding it: open a [`kernel::DbPool`], run [`MIGRATIONS`], build an [`AuthModule`], mount its
-//! routes with [`AuthModule::configure`] under a scope of your choice, and hand
-//! [`AuthModule::authenticator`] to the other modules.
+//! Embedding it alone in an actix-web app:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use auth_core::{AuthConfig, AuthModule};
+//! use kernel::module::{BodyLimits, BuildModule, Deps, Module, mount};
+//! use utoipa_actix_web::AppExt;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let url = "sqlite://data/app.db";
+//! kernel::db::migrate(url, &[auth_core::MIGRATIONS]).await?;
+//! let deps = Deps::new(kernel::DbPool::connect(url, 4).await?)?;
+//! let auth: Arc<dyn Module> = Arc::new(AuthModule::build(AuthConfig::from_env()?, &deps).await?);
+//! actix_web::HttpServer::new(move || {
+//!     mount(kernel::http::app(BodyLimits::default()).into_utoipa_app(), &auth).into_app()
+//! })
+//! .bind(("127.0.0.1", 8000))?
+//! .run()
+//! .await?;
+//! # Ok(())
+//! # }
+//! ```
 
+pub mod cli;
 pub mod config;
-pub mod domain;
-pub mod error;
-pub mod http;
-pub mod passwords;
+mod domain;
+mod error;
+mod http;
+mod passwords;
 pub mod rate_limit;
-pub mod schema;
-pub mod service;
-pub mod store;
-pub mod tokens;
+mod schema;
+mod service;
+mod store;
+mod tokens;
 
 use std::sync::Arc;
 
@@ -22,14 +43,15 @@ use actix_web::web;
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 use kernel::health::ModuleHealth;
 use kernel::http::{describe_form_error, describe_json_error};
+use kernel::identity::Identity;
+use kernel::module::{BuildModule, Deps, Module, ModuleError, Provides};
 use kernel::{Authenticator, DbPool, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub use config::AuthConfig;
 pub use error::AuthError;
-pub use service::{
-    AuthService, AuthServiceImpl, Registration, TokenAuthenticator, User, UserPatch,
-};
+pub use http::{TokenResponse, UserListResponse, UserResponse};
+pub use service::{AuthService, Registration, User, UserPatch};
 
 const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres/auth");
 const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite/auth");
@@ -44,45 +66,68 @@ pub const MIGRATIONS: MigrationSet = MigrationSet {
 /// The assembled module: its service and its HTTP state.
 pub struct AuthModule {
     pool: DbPool,
-    service: Arc<AuthServiceImpl>,
+    service: Arc<service::AuthServiceImpl>,
     state: web::Data<http::AuthState>,
+    identity: web::Data<Identity>,
     json_limit: usize,
 }
 
-impl AuthModule {
-    /// Builds the module over a migrated pool. `redis` holds rate-limit counters when rate limits
-    /// are on (shared by every instance); without it they are counted in this process.
-    pub async fn build(
-        pool: DbPool,
-        config: &AuthConfig,
-        redis: Option<deadpool_redis::Pool>,
-        json_limit: usize,
-    ) -> Result<Self, AuthError> {
+impl BuildModule for AuthModule {
+    const NAME: &'static str = "auth";
+    const PROVIDES: Provides = Provides::Identity;
+    type Settings = AuthConfig;
+
+    fn migrations() -> Option<MigrationSet> {
+        Some(MIGRATIONS)
+    }
+
+    fn commands() -> Vec<clap::Command> {
+        vec![cli::command()]
+    }
+
+    /// Builds the module over a migrated pool. With rate limits on, the counters live in the
+    /// deployment's Redis when it answers (shared by every instance), else in this process.
+    async fn build(config: AuthConfig, deps: &Deps) -> Result<Self, ModuleError> {
         if config.secret_generated {
             tracing::warn!(
                 "SECRET_KEY is not set: using a random key, tokens end with this process"
             );
         }
-        let limiter = match (config.rate_limit, redis) {
-            (false, _) => rate_limit::RateLimiter::Off,
-            (true, Some(redis)) => rate_limit::RateLimiter::Redis(redis),
-            (true, None) => rate_limit::RateLimiter::memory(),
+        let limiter = match config.rate_limit {
+            false => rate_limit::RateLimiter::Off,
+            true => match deps.redis.answering().await {
+                Some(redis) => rate_limit::RateLimiter::Redis(redis),
+                None => rate_limit::RateLimiter::memory(),
+            },
         };
         let keys = tokens::TokenKeys::new(&config.secret_key, config.token_minutes);
-        let hasher = passwords::Hasher::new(config.bcrypt_cost, config.bcrypt_concurrency).await?;
-        let service = Arc::new(AuthServiceImpl::new(pool.clone(), keys, hasher, limiter));
+        let hasher = passwords::Hasher::new(config.bcrypt_cost, config.bcrypt_concurrency)
+            .await
+            .map_err(|e| ModuleError::new(Self::NAME, e))?;
+        let service = Arc::new(service::AuthServiceImpl::new(
+            deps.pool.clone(),
+            keys,
+            hasher,
+            limiter,
+        ));
         let state = web::Data::new(http::AuthState {
             service: service.clone(),
             rate_limit: config.rate_limit,
         });
+        let authenticator: Arc<dyn Authenticator> =
+            Arc::new(service::TokenAuthenticator(service.clone()));
         Ok(Self {
-            pool,
+            pool: deps.pool.clone(),
             service,
             state,
-            json_limit,
+            identity: Identity::new(Some(authenticator)),
+            json_limit: deps.limits.json,
         })
     }
+}
 
+impl AuthModule {
+    /// The service: every operation of the module without HTTP (the CLI's user management).
     pub fn service(&self) -> Arc<dyn AuthService> {
         self.service.clone()
     }
@@ -91,16 +136,23 @@ impl AuthModule {
     pub fn password_checks(&self) -> u64 {
         self.service.password_checks()
     }
+}
 
-    /// The identity provider for the other modules.
-    pub fn authenticator(&self) -> Arc<dyn Authenticator> {
-        Arc::new(TokenAuthenticator(self.service.clone()))
+#[async_trait::async_trait]
+impl Module for AuthModule {
+    fn name(&self) -> &'static str {
+        Self::NAME
     }
 
-    /// Registers the module's routes and app data. Body errors in this module list their fields:
-    /// `{"detail": [{"field", "message"}]}`.
-    pub fn configure(&self, cfg: &mut ServiceConfig) {
+    /// Documented under `/api/v1/auth`; `/auth` answers the same.
+    fn mounts(&self) -> &'static [&'static str] {
+        &["/api/v1/auth", "/auth"]
+    }
+
+    /// Body errors in this module list their fields: `{"detail": [{"field", "message"}]}`.
+    fn routes(&self, cfg: &mut ServiceConfig) {
         cfg.app_data(self.state.clone())
+            .app_data(self.identity.clone())
             .app_data(
                 web::JsonConfig::default()
                     .limit(self.json_limit)
@@ -119,7 +171,7 @@ impl AuthModule {
     }
 
     /// Healthy when the user table can be read.
-    pub async fn health(&self) -> ModuleHealth {
+    async fn health(&self) -> ModuleHealth {
         let result = async {
             let mut pooled = self.pool.get().await?;
             store::list(&mut pooled.conn(), 0, 1).await?;
@@ -130,5 +182,26 @@ impl AuthModule {
             Ok(()) => ModuleHealth::healthy("user store reachable"),
             Err(e) => ModuleHealth::unhealthy(format!("user store unreachable: {e}")),
         }
+    }
+
+    fn authenticator(&self) -> Option<Arc<dyn Authenticator>> {
+        Some(Arc::new(service::TokenAuthenticator(self.service.clone())))
+    }
+
+    async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
+        match name {
+            cli::COMMAND => cli::run(&*self.service, matches).await,
+            other => Err(format!("the auth module has no command {other}")),
+        }
+    }
+}
+
+/// Hooks for tests of this crate and of the server (`testing` feature).
+#[cfg(feature = "testing")]
+pub mod testing {
+    /// Deletes a user row directly, as another process would; returns the rows deleted.
+    pub async fn delete_user(pool: &kernel::DbPool, id: i64) -> Result<usize, crate::AuthError> {
+        let mut pooled = pool.get().await?;
+        Ok(crate::store::delete(&mut pooled.conn(), id).await?)
     }
 }

@@ -110,6 +110,7 @@ pub async fn update(
     })
 }
 
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub async fn delete(conn: &mut DbConn<'_>, id: i64) -> QueryResult<usize> {
     with_conn!(conn, |c| diesel::delete(users::table.find(id))
         .execute(c)

@@ -3,14 +3,12 @@
 
 use std::sync::Arc;
 
-use actix_web::web;
 use auth_core::{AuthConfig, AuthModule, UserPatch};
 use kernel::Role;
-use kernel::identity::Identity;
-use kernel::testing::{TestDb, TestServer, spawn_app};
+use kernel::module::{BuildModule, Deps};
+use kernel::testing::{TestDb, TestServer, spawn_modules};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use utoipa_actix_web::service_config::ServiceConfig;
 
 const SECRET: &str = "test-secret-test-secret-test-secret!";
 
@@ -22,19 +20,13 @@ struct Ctx {
 
 async fn start(db: TestDb, config: AuthConfig) -> Ctx {
     let pool = db.migrated_pool(&[auth_core::MIGRATIONS]).await;
+    let deps = Deps::new(pool).expect("dependencies");
     let module = Arc::new(
-        AuthModule::build(pool, &config, None, kernel::http::DEFAULT_MAX_JSON_BYTES)
+        AuthModule::build(config, &deps)
             .await
             .expect("auth module builds"),
     );
-    let m = module.clone();
-    let identity = Identity::new(Some(module.authenticator()));
-    let server = spawn_app(move |cfg: &mut web::ServiceConfig| {
-        let m = m.clone();
-        cfg.app_data(identity.clone()).service(
-            web::scope("/auth").configure(move |c| m.configure(&mut ServiceConfig::new(c))),
-        );
-    });
+    let server = spawn_modules(vec![module.clone()]);
     Ctx {
         server,
         module,
@@ -357,13 +349,7 @@ async fn a_token_for_a_deleted_user_is_refused(db: TestDb) {
     let c = ctx(db).await;
     let (id, token) = c.user("gone@example.com").await;
     let pool = kernel::DbPool::connect(&url, 1).await.unwrap();
-    let mut pooled = pool.get().await.unwrap();
-    assert_eq!(
-        auth_core::store::delete(&mut pooled.conn(), id)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(auth_core::testing::delete_user(&pool, id).await.unwrap(), 1);
     let r = c.get("/auth/me", Some(&token)).await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(detail(r).await, "Could not validate credentials");

@@ -66,6 +66,12 @@ impl Default for BlogConfig {
     }
 }
 
+impl kernel::ModuleConfig for BlogConfig {
+    fn from_env() -> Result<Self, ConfigError> {
+        BlogConfig::from_env()
+    }
+}
+
 impl BlogConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
         let protection = match var("BLOG_PROTECTION") {

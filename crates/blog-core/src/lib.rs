@@ -1,24 +1,48 @@
 //! Keel's blog module: posts with a draft → published → archived lifecycle, tags, public and
 //! editor lists, and import/export of Markdown (YAML/TOML/JSON front matter, zips) and JSON.
 //!
-//! Embedding it: open a [`kernel::DbPool`], run [`MIGRATIONS`], build a [`BlogModule`] with a
-//! [`BlogConfig`], register a [`kernel::identity::Identity`] as app data, and mount
-//! [`BlogModule::configure`] under a scope (Keel uses `/api/v1/blog`). The CLI and other Rust
-//! callers use [`BlogModule::service`] (export and import without HTTP).
+//! Embedding it alone in an actix-web app (writes are open without an authenticator; hand one in
+//! with [`Deps::with_authenticator`] to require a token):
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use blog_core::{BlogConfig, BlogModule};
+//! use kernel::module::{BodyLimits, BuildModule, Deps, Module, mount};
+//! use utoipa_actix_web::AppExt;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let url = "sqlite://data/blog.db";
+//! kernel::db::migrate(url, &[blog_core::MIGRATIONS]).await?;
+//! let deps = Deps::new(kernel::DbPool::connect(url, 4).await?)?;
+//! let blog: Arc<dyn Module> = Arc::new(BlogModule::build(BlogConfig::default(), &deps).await?);
+//! actix_web::HttpServer::new(move || {
+//!     mount(kernel::http::app(BodyLimits::default()).into_utoipa_app(), &blog).into_app()
+//! })
+//! .bind(("127.0.0.1", 8000))?
+//! .run()
+//! .await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The CLI and other Rust callers use [`BlogModule::service`] (export and import without HTTP).
 
+pub mod cli;
 pub mod config;
 pub mod domain;
-pub mod error;
-pub mod http;
-pub mod schema;
-pub mod service;
-pub mod store;
+mod error;
+mod http;
+mod schema;
+mod service;
+mod store;
 
 use std::sync::Arc;
 
 use actix_web::web;
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 use kernel::health::ModuleHealth;
+use kernel::identity::Identity;
+use kernel::module::{BuildModule, Deps, Module, ModuleError};
 use kernel::{DbPool, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -26,10 +50,11 @@ pub use config::{BlogConfig, Protection};
 pub use domain::export::{ExportFormat, ExportedPost, ExportedTag};
 pub use domain::post::PostStatus;
 pub use error::BlogError;
+use service::BlogServiceImpl;
 pub use service::{
-    Author, BlogService, BlogServiceImpl, ExportFile, ExportOptions, ImportErrorItem,
-    ImportOptions, ImportProgress, ImportResult, NewPost, NewTag, OnConflict, Post, PostPage,
-    PostPatch, ProgressFn, Tag, TagPatch,
+    Author, BlogService, ExportFile, ExportOptions, ImportErrorItem, ImportOptions, ImportProgress,
+    ImportResult, NewPost, NewTag, OnConflict, Post, PostPage, PostPatch, ProgressFn, Tag,
+    TagPatch,
 };
 
 const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres/blog");
@@ -47,12 +72,25 @@ pub struct BlogModule {
     pool: DbPool,
     service: Arc<BlogServiceImpl>,
     state: web::Data<http::BlogState>,
+    identity: web::Data<Identity>,
 }
 
-impl BlogModule {
-    /// Builds the module over a migrated pool. `auth_mounted` says whether the auth module
-    /// answers: without it only `BLOG_PROTECTION=none` is possible, and writes are open (logged).
-    pub fn build(pool: DbPool, config: BlogConfig, auth_mounted: bool) -> BlogModule {
+impl BuildModule for BlogModule {
+    const NAME: &'static str = "blog";
+    type Settings = BlogConfig;
+
+    fn migrations() -> Option<MigrationSet> {
+        Some(MIGRATIONS)
+    }
+
+    fn commands() -> Vec<clap::Command> {
+        vec![cli::command()]
+    }
+
+    /// Builds the module over a migrated pool. Without an authenticator only
+    /// `BLOG_PROTECTION=none` is possible, and writes are open (logged).
+    async fn build(config: BlogConfig, deps: &Deps) -> Result<Self, ModuleError> {
+        let auth_mounted = deps.authenticator.is_some();
         if let Err(e) = config.check(auth_mounted) {
             tracing::warn!(error = %e, "falling back to BLOG_PROTECTION=none");
         }
@@ -68,19 +106,22 @@ impl BlogModule {
             max_unpacked_bytes: config.import_max_unpacked_bytes,
             max_ratio: config.import_max_ratio,
         };
-        let service = Arc::new(BlogServiceImpl::new(pool.clone(), limits));
+        let service = Arc::new(BlogServiceImpl::new(deps.pool.clone(), limits));
         let state = web::Data::new(http::BlogState {
             service: service.clone(),
             protection,
             import_max_bytes: config.import_max_bytes,
         });
-        BlogModule {
-            pool,
+        Ok(BlogModule {
+            pool: deps.pool.clone(),
             service,
             state,
-        }
+            identity: deps.identity(),
+        })
     }
+}
 
+impl BlogModule {
     /// The service: every operation of the module without HTTP (the CLI's export and import).
     pub fn service(&self) -> Arc<dyn BlogService> {
         self.service.clone()
@@ -90,11 +131,21 @@ impl BlogModule {
     pub fn protection(&self) -> Protection {
         self.state.protection
     }
+}
 
-    /// Registers the module's routes and app data. The caller registers
-    /// `web::Data<kernel::identity::Identity>` (the authenticator, or none).
-    pub fn configure(&self, cfg: &mut ServiceConfig) {
+#[async_trait::async_trait]
+impl Module for BlogModule {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn mounts(&self) -> &'static [&'static str] {
+        &["/api/v1/blog"]
+    }
+
+    fn routes(&self, cfg: &mut ServiceConfig) {
         cfg.app_data(self.state.clone())
+            .app_data(self.identity.clone())
             .service(http::posts::list_posts)
             .service(http::posts::admin_list_posts)
             .service(http::posts::get_post)
@@ -112,7 +163,7 @@ impl BlogModule {
     }
 
     /// Healthy when the post table can be read.
-    pub async fn health(&self) -> ModuleHealth {
+    async fn health(&self) -> ModuleHealth {
         let result = async {
             let mut pooled = self.pool.get().await?;
             let posts = store::count_posts(&mut pooled.conn()).await?;
@@ -122,6 +173,13 @@ impl BlogModule {
         match result {
             Ok(posts) => ModuleHealth::healthy(format!("post store reachable ({posts} posts)")),
             Err(e) => ModuleHealth::unhealthy(format!("post store unreachable: {e}")),
+        }
+    }
+
+    async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
+        match name {
+            cli::COMMAND => cli::run(&*self.service, matches).await,
+            other => Err(format!("the blog module has no command {other}")),
         }
     }
 }

@@ -169,6 +169,7 @@ pub struct TagPatch {
 
 /// What an import did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = blog::ImportResult)]
 pub struct ImportResult {
     pub created: u64,
     pub updated: u64,
@@ -179,6 +180,7 @@ pub struct ImportResult {
 
 /// Why one post of an import did not land.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = blog::ImportErrorItem)]
 pub struct ImportErrorItem {
     /// The file (or zip entry, or `file.json[index]`) the post came from.
     pub file: String,

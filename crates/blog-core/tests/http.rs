@@ -4,15 +4,14 @@
 use std::io::{Cursor, Read, Write};
 use std::sync::Arc;
 
-use actix_web::web;
 use blog_core::{BlogConfig, BlogModule, Protection};
 use kernel::db::Backend;
-use kernel::identity::{AuthFailure, Identity};
-use kernel::testing::{TestDb, TestServer, spawn_app};
+use kernel::identity::AuthFailure;
+use kernel::module::{BuildModule, Deps, Module};
+use kernel::testing::{TestDb, TestServer, spawn_modules};
 use kernel::{Authenticator, Principal, Role};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use utoipa_actix_web::service_config::ServiceConfig;
 
 // ---------------------------------------------------------------------------------------------
 // Harness
@@ -63,20 +62,12 @@ struct Ctx {
 
 async fn start(db: TestDb, config: BlogConfig, auth: bool) -> Ctx {
     let pool = db.migrated_pool(&[blog_core::MIGRATIONS]).await;
-    let module = Arc::new(BlogModule::build(pool, config, auth));
-    let m = module.clone();
-    let authenticator: Option<Arc<dyn Authenticator>> = if auth {
-        Some(Arc::new(StubAuthenticator))
-    } else {
-        None
-    };
-    let identity = Identity::new(authenticator);
-    let server = spawn_app(move |cfg: &mut web::ServiceConfig| {
-        let m = m.clone();
-        cfg.app_data(identity.clone()).service(
-            web::scope("/api/v1/blog").configure(move |c| m.configure(&mut ServiceConfig::new(c))),
-        );
-    });
+    let mut deps = Deps::new(pool).unwrap();
+    if auth {
+        deps = deps.with_authenticator(Arc::new(StubAuthenticator));
+    }
+    let module = Arc::new(BlogModule::build(config, &deps).await.unwrap());
+    let server = spawn_modules(vec![module.clone()]);
     Ctx { server, module, db }
 }
 

@@ -24,7 +24,10 @@ pub type SqliteConn = SyncConnectionWrapper<diesel::SqliteConnection>;
 /// The default database: an SQLite file created with its folder on first start.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/keel.db";
 
-const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode=WAL; PRAGMA busy_timeout=5000; \
+/// The busy timeout comes first: switching a new file to WAL takes a lock, and without the
+/// timeout in force a second process opening the file at that moment fails at once with
+/// `database is locked`.
+const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; \
     PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;";
 
 /// Key of the PostgreSQL advisory lock held while migrating, so that replicas starting together
@@ -194,7 +197,7 @@ impl DbPool {
 }
 
 /// Applies the pending migrations of each set, in order. On PostgreSQL this holds an advisory
-/// lock so that several instances can start at once. Needs tokio's multi-threaded runtime.
+/// lock, on SQLite a write transaction, so that several instances can start at once. Needs tokio's multi-threaded runtime.
 pub async fn migrate(url: &str, sets: &[MigrationSet]) -> Result<(), DbError> {
     let (backend, target) = parse_url(url)?;
     match backend {
@@ -233,10 +236,14 @@ pub async fn migrate(url: &str, sets: &[MigrationSet]) -> Result<(), DbError> {
                 let mut conn = diesel::SqliteConnection::establish(&target)
                     .map_err(|e| DbError::Connect(e.to_string()))?;
                 diesel::connection::SimpleConnection::batch_execute(&mut conn, SQLITE_PRAGMAS)?;
-                sets.iter().try_for_each(|set| {
-                    conn.run_pending_migrations(Source(set.sqlite))
-                        .map(drop)
-                        .map_err(|e| DbError::Migration(format!("{}: {e}", set.module)))
+                // One write transaction around every set: a second process migrating the same
+                // file at once waits (busy timeout), then finds the versions applied.
+                conn.immediate_transaction(|conn| {
+                    sets.iter().try_for_each(|set| {
+                        conn.run_pending_migrations(Source(set.sqlite))
+                            .map(drop)
+                            .map_err(|e| DbError::Migration(format!("{}: {e}", set.module)))
+                    })
                 })
             })
             .await

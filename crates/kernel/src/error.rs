@@ -5,6 +5,7 @@ use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+use std::sync::{Arc, OnceLock};
 
 /// One failing field of a request, as listed in 422 bodies.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
@@ -23,13 +24,22 @@ impl FieldError {
 }
 
 /// An HTTP error answer: a status, a `detail` (a string, or for auth's 422 a list of
-/// [`FieldError`]), optional extra body fields and headers. Server errors keep their cause for the
-/// log and show the client only `Internal server error`.
+/// [`FieldError`]), optional extra body fields and headers. Server errors keep their cause (with
+/// its chain of sources) for the log, where it is written once, when the answer is rendered; the
+/// client sees only `Internal server error`.
 #[derive(Debug, Clone)]
 pub struct ApiError {
     status: StatusCode,
     body: Map<String, Value>,
     headers: Vec<(HeaderName, HeaderValue)>,
+    cause: Option<Arc<Cause>>,
+}
+
+/// The hidden cause of a server error, logged the first time the answer is rendered.
+#[derive(Debug)]
+struct Cause {
+    message: String,
+    logged: OnceLock<()>,
 }
 
 impl ApiError {
@@ -46,6 +56,7 @@ impl ApiError {
             status,
             body,
             headers: Vec::new(),
+            cause: None,
         }
     }
 
@@ -94,10 +105,24 @@ impl ApiError {
         Self::new(StatusCode::BAD_GATEWAY, detail)
     }
 
-    /// A 500: the cause goes to the log, the client sees only `Internal server error`.
+    /// A 500: the cause goes to the log (once, when the answer is rendered), the client sees
+    /// only `Internal server error`.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %cause, "internal error");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error")
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error").caused_by(cause)
+    }
+
+    /// A 500 for an error value: the log gets its whole chain of sources (`a: b: c`).
+    pub fn internal_error(error: &(dyn std::error::Error + 'static)) -> Self {
+        Self::internal(cause_chain(error))
+    }
+
+    /// Keeps `cause` for the log beside a client-facing answer (any status).
+    pub fn caused_by(mut self, cause: impl std::fmt::Display) -> Self {
+        self.cause = Some(Arc::new(Cause {
+            message: cause.to_string(),
+            logged: OnceLock::new(),
+        }));
+        self
     }
 
     /// Adds a field to the body beside `detail`.
@@ -135,6 +160,15 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
+        if let Some(cause) = &self.cause
+            && cause.logged.set(()).is_ok()
+        {
+            if self.status.is_server_error() {
+                tracing::error!(status = self.status.as_u16(), error = %cause.message, "request failed");
+            } else {
+                tracing::warn!(status = self.status.as_u16(), error = %cause.message, "request refused");
+            }
+        }
         let mut response = HttpResponse::build(self.status);
         for (name, value) in &self.headers {
             response.insert_header((name.clone(), value.clone()));
@@ -145,8 +179,24 @@ impl ResponseError for ApiError {
 
 impl From<crate::DbError> for ApiError {
     fn from(e: crate::DbError) -> Self {
-        ApiError::internal(e)
+        ApiError::internal_error(&e)
     }
+}
+
+/// An error and its sources, joined with `: `.
+pub fn cause_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        let inner_text = inner.to_string();
+        // `#[error(transparent)]` and `{0}` wrappers repeat their source's text.
+        if !text.ends_with(&inner_text) {
+            text.push_str(": ");
+            text.push_str(&inner_text);
+        }
+        source = inner.source();
+    }
+    text
 }
 
 #[cfg(test)]
@@ -167,6 +217,17 @@ mod tests {
         );
         let body = to_bytes(response.into_body()).await.unwrap_or_default();
         assert_eq!(&body[..], br#"{"detail":"Not authenticated"}"#);
+    }
+
+    #[test]
+    fn cause_chains_list_every_source_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer")]
+        struct Outer(#[source] Inner);
+        #[derive(Debug, thiserror::Error)]
+        #[error("inner")]
+        struct Inner;
+        assert_eq!(cause_chain(&Outer(Inner)), "outer: inner");
     }
 
     #[actix_web::test]

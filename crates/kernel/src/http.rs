@@ -184,6 +184,27 @@ pub fn configure_extractors(cfg: &mut web::ServiceConfig, json_limit: usize) {
         .app_data(path_config());
 }
 
+/// An actix-web `App` with Keel's error handling installed: request ids, the `detail` envelope
+/// for every error (extractor errors, panics, 404 and 405), and the body limits. Mount modules
+/// on it (see [`crate::module::mount`]) or add routes as usual.
+pub fn app(
+    limits: crate::module::BodyLimits,
+) -> actix_web::App<
+    impl actix_web::dev::ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = Error,
+        InitError = (),
+    >,
+> {
+    actix_web::App::new()
+        .configure(|c| configure_extractors(c, limits.json))
+        .default_service(web::to(not_found))
+        .wrap(actix_web::middleware::from_fn(json_errors))
+        .wrap(actix_web::middleware::from_fn(request_id))
+}
+
 /// The id of the current request, in the request's extensions.
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);

@@ -1,7 +1,9 @@
 //! Identity across modules: the caller as a [`Principal`], resolved from a bearer token by an
 //! [`Authenticator`] (implemented by auth-core). Modules never import auth-core: they receive an
-//! `Option<Arc<dyn Authenticator>>` (`None` when the auth module is not mounted) through
-//! [`Identity`] in the app data, and use the [`Caller`] extractor.
+//! `Option<Arc<dyn Authenticator>>` at build (`None` when the auth module is not mounted: the
+//! module is then open by design), register it as [`Identity`] app data of their routes
+//! ([`crate::module::Deps::identity`]), and use the extractors [`ActiveUser`], [`MinRole`] and
+//! [`OptionalUser`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -130,8 +132,9 @@ pub fn bearer_token(req: &HttpRequest) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// The authenticator of the running service, registered as app data by whoever mounts a module:
-/// `Identity(None)` when the auth module is not mounted.
+/// The authenticator a module was built with, registered by the module as app data of its own
+/// routes ([`crate::module::Deps::identity`]): `Identity(None)` when no identity provider is
+/// mounted.
 #[derive(Clone, Default)]
 pub struct Identity(pub Option<Arc<dyn Authenticator>>);
 
@@ -151,55 +154,144 @@ impl Identity {
             return Ok(None);
         };
         let token = bearer_token(req).ok_or(AuthFailure::NotAuthenticated)?;
-        Ok(Some(authenticator.authenticate(token).await?))
+        Ok(Some(resolve(authenticator, token).await?))
     }
 
     /// Like [`Identity::caller`], but a request without a token is anonymous (`Ok(None)`) rather
     /// than an error. A token that is sent must be valid.
     pub async fn optional_caller(&self, req: &HttpRequest) -> Result<Option<Principal>, ApiError> {
         match (&self.0, bearer_token(req)) {
-            (Some(authenticator), Some(token)) => {
-                Ok(Some(authenticator.authenticate(token).await?))
-            }
+            (Some(authenticator), Some(token)) => Ok(Some(resolve(authenticator, token).await?)),
             _ => Ok(None),
         }
     }
 }
 
+/// Resolves a token on a task of its own: actix extracts a handler's arguments together and drops
+/// the others when one fails (a malformed body, say), and a lookup dropped halfway through a
+/// database query must not be cancelled there. The task finishes the lookup; nobody waits for it.
+async fn resolve(
+    authenticator: &Arc<dyn Authenticator>,
+    token: &str,
+) -> Result<Principal, AuthFailure> {
+    let authenticator = authenticator.clone();
+    let token = token.to_owned();
+    tokio::spawn(async move { authenticator.authenticate(&token).await })
+        .await
+        .unwrap_or_else(|e| Err(AuthFailure::Unavailable(e.to_string())))
+}
+
 fn identity_of(req: &HttpRequest) -> Result<web::Data<Identity>, ApiError> {
     req.app_data::<web::Data<Identity>>()
         .cloned()
-        .ok_or_else(|| ApiError::internal("no Identity registered in the app data"))
+        .ok_or_else(|| {
+            ApiError::internal(
+                "no Identity in the app data: a module registers Deps::identity() in its routes",
+            )
+        })
 }
 
-/// Extractor: when auth is mounted, the authenticated active caller (401 otherwise); when it is
-/// not mounted, `Caller(None)` and the endpoint is open.
-pub struct Caller(pub Option<Principal>);
+/// The active caller of a request on a module built with `identity`; `None` when the module is
+/// open (built without an authenticator).
+async fn active_caller(
+    req: &HttpRequest,
+    min: Option<Role>,
+) -> Result<Option<Principal>, ApiError> {
+    let Some(principal) = identity_of(req)?.caller(req).await? else {
+        return Ok(None);
+    };
+    if !principal.is_active {
+        return Err(AuthFailure::Inactive.into());
+    }
+    if let Some(min) = min
+        && principal.role < min
+    {
+        return Err(ApiError::forbidden(INSUFFICIENT_PERMISSIONS));
+    }
+    Ok(Some(principal))
+}
 
-impl FromRequest for Caller {
+/// Extractor: the active user behind the request's bearer token, 401 with the spec's texts
+/// otherwise (`Not authenticated`, `Could not validate credentials`, `Inactive user`). On a
+/// module built without an authenticator the endpoint is open by design: `ActiveUser(None)`.
+///
+/// Put identity extractors first among a handler's arguments, so that a request without a
+/// token is refused before its body is read.
+pub struct ActiveUser(pub Option<Principal>);
+
+impl FromRequest for ActiveUser {
     type Error = ApiError;
     type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
-        Box::pin(async move { Ok(Caller(identity_of(&req)?.caller(&req).await?)) })
+        Box::pin(async move { Ok(ActiveUser(active_caller(&req, None).await?)) })
     }
 }
 
-/// Extractor: the authenticated active caller; 401 when there is none or auth is not mounted.
-pub struct CurrentUser(pub Principal);
+/// A minimum role, for [`MinRole`].
+pub trait RoleBound {
+    const ROLE: Role;
+}
 
-impl FromRequest for CurrentUser {
+/// The role markers of [`MinRole`]: `MinRole<roles::Admin>`, `MinRole<roles::Moderator>`.
+pub mod roles {
+    use super::{Role, RoleBound};
+
+    /// Administrators only.
+    pub struct Admin;
+    /// Moderators and administrators.
+    pub struct Moderator;
+
+    impl RoleBound for Admin {
+        const ROLE: Role = Role::Admin;
+    }
+
+    impl RoleBound for Moderator {
+        const ROLE: Role = Role::Moderator;
+    }
+}
+
+/// Extractor: like [`ActiveUser`], and the user's role must be at least `R::ROLE` (403
+/// `Insufficient permissions` otherwise). Open (`None`) on a module built without an
+/// authenticator.
+pub struct MinRole<R: RoleBound>(pub Option<Principal>, std::marker::PhantomData<R>);
+
+impl<R: RoleBound> MinRole<R> {
+    pub fn principal(&self) -> Option<&Principal> {
+        self.0.as_ref()
+    }
+}
+
+impl<R: RoleBound + 'static> FromRequest for MinRole<R> {
     type Error = ApiError;
     type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
-            match identity_of(&req)?.caller(&req).await? {
-                Some(principal) => Ok(CurrentUser(principal)),
-                None => Err(AuthFailure::NotAuthenticated.into()),
+            let principal = active_caller(&req, Some(R::ROLE)).await?;
+            Ok(MinRole(principal, std::marker::PhantomData))
+        })
+    }
+}
+
+/// Extractor: the user behind a bearer token when one is sent (it must then be valid and
+/// active), `None` for an anonymous request or on a module built without an authenticator.
+pub struct OptionalUser(pub Option<Principal>);
+
+impl FromRequest for OptionalUser {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let principal = identity_of(&req)?.optional_caller(&req).await?;
+            if principal.as_ref().is_some_and(|p| !p.is_active) {
+                return Err(AuthFailure::Inactive.into());
             }
+            Ok(OptionalUser(principal))
         })
     }
 }

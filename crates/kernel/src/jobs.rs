@@ -7,6 +7,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+/// The queue of maintenance and background work.
+pub const QUEUE_SYSTEM: &str = "system";
+/// The queue of load-test tasks, isolated from the others.
+pub const QUEUE_LOAD_TEST: &str = "load_test";
+
 /// What a task receives: its positional and keyword arguments, and which attempt this is (1-based).
 #[derive(Debug, Clone, Default)]
 pub struct TaskInput {
@@ -45,10 +50,100 @@ pub enum JobError {
     },
     #[error("Task queue unavailable: {0}")]
     Unavailable(String),
+    #[error("Task {name} cannot be registered: {reason}")]
+    Registration { name: String, reason: String },
 }
 
 /// Enqueues tasks by name. Returns the new task's id (a UUID string).
 #[async_trait::async_trait]
 pub trait JobQueue: Send + Sync {
     async fn enqueue(&self, request: EnqueueRequest) -> Result<String, JobError>;
+}
+
+/// What a background task is for: an ordinary task, or a step of the task runner's
+/// `cleanup_expired_data` maintenance task (e.g. removing a module's old webhook events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskKind {
+    Task,
+    Cleanup,
+}
+
+/// A background task a module declares ([`crate::module::Module::tasks`]): its name, its one
+/// queue, its handler and optionally its own time limit.
+#[derive(Clone)]
+pub struct TaskDef {
+    pub name: String,
+    pub queue: String,
+    pub handler: TaskFn,
+    /// The time limit of one attempt; `None` uses the runner's default.
+    pub timeout: Option<std::time::Duration>,
+    pub kind: TaskKind,
+}
+
+impl TaskDef {
+    /// A task on `queue`.
+    pub fn new(name: impl Into<String>, queue: impl Into<String>, handler: TaskFn) -> Self {
+        TaskDef {
+            name: name.into(),
+            queue: queue.into(),
+            handler,
+            timeout: None,
+            kind: TaskKind::Task,
+        }
+    }
+
+    /// A step of `cleanup_expired_data`, reported under `name`.
+    pub fn cleanup(name: impl Into<String>, handler: TaskFn) -> Self {
+        TaskDef {
+            name: name.into(),
+            queue: String::new(),
+            handler,
+            timeout: None,
+            kind: TaskKind::Cleanup,
+        }
+    }
+
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+impl std::fmt::Debug for TaskDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskDef")
+            .field("name", &self.name)
+            .field("queue", &self.queue)
+            .field("timeout", &self.timeout)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A worker running beside the server; [`RunningWorker::shutdown`] lets running jobs finish
+/// (bounded) or returns them to the queue. Dropping it stops it too.
+#[async_trait::async_trait]
+pub trait RunningWorker: Send {
+    async fn shutdown(self: Box<Self>);
+}
+
+/// The module that runs background tasks (tasks-core): it takes every module's tasks and runs
+/// the workers.
+#[async_trait::async_trait]
+pub trait TaskRunner: Send + Sync {
+    /// The queue the other modules enqueue through.
+    fn queue(&self) -> Arc<dyn JobQueue>;
+
+    /// Registers a module's task; call before any worker starts.
+    fn register(&self, task: TaskDef) -> Result<(), JobError>;
+
+    /// The worker `keel serve` runs in-process, when the runner's settings want one.
+    fn start_embedded_worker(&self) -> Option<Box<dyn RunningWorker>>;
+
+    /// How many worker processes `keel worker` should run.
+    fn worker_processes(&self) -> usize;
+
+    /// One worker process (`keel worker`) on `queues` (empty: every queue) until SIGTERM or
+    /// SIGINT.
+    async fn run_worker(&self, queues: &[String]) -> Result<(), String>;
 }

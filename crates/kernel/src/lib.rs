@@ -2,7 +2,9 @@
 //!
 //! Module crates depend on this crate only, never on each other. What one module needs from another
 //! crosses through a trait defined here: [`identity::Authenticator`] (implemented by auth-core) and
-//! [`jobs::JobQueue`] (implemented by tasks-core).
+//! [`jobs::JobQueue`] (implemented by tasks-core). How a module plugs into the server is
+//! [`module`]: the [`Module`] trait, the dependencies every module is built with ([`Deps`]), and
+//! the list entry a server loops over.
 
 pub mod config;
 pub mod crypto;
@@ -10,9 +12,14 @@ pub mod db;
 pub mod error;
 pub mod health;
 pub mod http;
+pub mod http_client;
 pub mod identity;
 pub mod jobs;
+pub mod module;
+pub mod openapi;
 pub mod pagination;
+pub mod redis;
+pub mod signals;
 pub mod time;
 
 #[cfg(feature = "testing")]
@@ -27,3 +34,5 @@ pub use crypto::init_crypto;
 pub use db::{DbConn, DbError, DbPool, MigrationSet};
 pub use error::{ApiError, FieldError};
 pub use identity::{Authenticator, Principal, Role};
+pub use module::{BuildModule, Deps, Module, ModuleConfig, ModuleError};
+pub use time::Timestamp;

@@ -202,6 +202,24 @@ where
     TestServer::start(server.run(), port)
 }
 
+/// Spawns `modules`, each mounted at its prefixes as a server mounts them, on an app with Keel's
+/// error handling ([`http::app`]), on 127.0.0.1 port 0.
+#[allow(clippy::expect_used)]
+pub fn spawn_modules(modules: Vec<std::sync::Arc<dyn crate::Module>>) -> TestServer {
+    use utoipa_actix_web::AppExt;
+    crate::init_crypto();
+    let server = HttpServer::new(move || {
+        let app = http::app(crate::module::BodyLimits::default()).into_utoipa_app();
+        modules.iter().fold(app, crate::module::mount).into_app()
+    })
+    .workers(2)
+    .disable_signals()
+    .bind(("127.0.0.1", 0))
+    .expect("bind port 0");
+    let port = server.addrs()[0].port();
+    TestServer::start(server.run(), port)
+}
+
 #[cfg(test)]
 mod tests {
     use super::replace_database;

@@ -88,7 +88,7 @@ fn config(args: &Args) -> TasksConfig {
 }
 
 async fn module(args: &Args) -> Res<TasksModule> {
-    let module = TasksModule::build(config(args)).await?;
+    let module = TasksModule::connect(config(args)).await?;
     let noop: TaskFn = Arc::new(|_| Box::pin(async { Ok(Value::Null) }));
     module.register(NOOP, "load_test", noop)?;
     Ok(module)

@@ -1,7 +1,9 @@
-//! What `keel tasks list|enqueue|result` and `keel worker --queues` call. Answers are the same
-//! bodies as the HTTP API, ready to print as JSON.
+//! `keel tasks list|enqueue|result`, and what `keel worker --queues` parses. Answers are the same
+//! bodies as the HTTP API, printed as JSON.
 
 use std::time::Duration;
+
+use clap::{ArgMatches, FromArgMatches, Subcommand};
 
 use kernel::jobs::EnqueueRequest;
 use serde_json::{Map, Value};
@@ -9,6 +11,64 @@ use serde_json::{Map, Value};
 use crate::TasksModule;
 use crate::error::TasksError;
 use crate::http::{EnqueueResponse, TaskListResponse, TaskStatusResponse};
+
+/// The command's name: `keel tasks`.
+pub const COMMAND: &str = "tasks";
+
+#[derive(Debug, Subcommand)]
+pub enum TasksCommand {
+    /// Registered tasks per queue, and queue depths.
+    List,
+    /// Enqueue a task; prints its id.
+    Enqueue {
+        name: String,
+        /// The queue (default: the task's own).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Arguments as JSON: an array (positional), an object (keyword) or {"args": [...], "kwargs": {...}}.
+        #[arg(long)]
+        args: Option<String>,
+    },
+    /// A task's state and result.
+    Result {
+        id: String,
+        /// Wait until the task has finished.
+        #[arg(long)]
+        wait: bool,
+        /// The longest wait, in seconds.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+    },
+}
+
+/// `keel tasks`.
+pub fn command() -> clap::Command {
+    TasksCommand::augment_subcommands(
+        clap::Command::new(COMMAND)
+            .about("Inspect and enqueue background tasks (needs the Redis backend)")
+            .subcommand_required(true),
+    )
+}
+
+/// Runs `keel tasks <matches>` and prints the answer as JSON.
+pub async fn run(module: &TasksModule, matches: &ArgMatches) -> Result<(), String> {
+    let fail = |e: TasksError| e.to_string();
+    let json = match TasksCommand::from_arg_matches(matches).map_err(|e| e.to_string())? {
+        TasksCommand::List => serde_json::to_string_pretty(&module.cli_list().await.map_err(fail)?),
+        TasksCommand::Enqueue { name, queue, args } => serde_json::to_string_pretty(
+            &module
+                .cli_enqueue(&name, queue.as_deref(), args.as_deref())
+                .await
+                .map_err(fail)?,
+        ),
+        TasksCommand::Result { id, wait, timeout } => {
+            let wait = wait.then(|| Duration::from_secs(timeout));
+            serde_json::to_string_pretty(&module.cli_result(&id, wait).await.map_err(fail)?)
+        }
+    };
+    println!("{}", json.map_err(|e| e.to_string())?);
+    Ok(())
+}
 
 /// How often `result --wait` looks again.
 const WAIT_POLL: Duration = Duration::from_millis(200);

@@ -98,6 +98,12 @@ pub const DEFAULT_REDIS_URL: &str = "redis://localhost:6379";
 /// The longest accepted duration setting: 30 days.
 const MAX_SECONDS: f64 = 30.0 * 24.0 * 3600.0;
 
+impl kernel::ModuleConfig for TasksConfig {
+    fn from_env() -> Result<Self, ConfigError> {
+        TasksConfig::from_env()
+    }
+}
+
 impl TasksConfig {
     /// Reads every setting from the environment; a present but invalid value names its setting.
     pub fn from_env() -> Result<TasksConfig, ConfigError> {

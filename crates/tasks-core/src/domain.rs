@@ -7,11 +7,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The two built-in queues. Modules may register tasks on further queues.
-pub const QUEUE_SYSTEM: &str = "system";
-pub const QUEUE_LOAD_TEST: &str = "load_test";
+pub use kernel::jobs::{QUEUE_LOAD_TEST, QUEUE_SYSTEM};
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = tasks::TaskStatus)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     /// Waiting to run: new, delayed, or waiting for its next attempt.
@@ -139,6 +139,7 @@ pub struct ClaimPolicy {
 
 /// How many jobs of one queue are where.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = tasks::QueueDepth)]
 pub struct QueueDepth {
     /// Ready to run now.
     pub queued: u64,

@@ -1,14 +1,15 @@
 //! The HTTP surface, mounted at `/api/v1/tasks`: thin handlers over [`TaskService`].
 
+use kernel::Timestamp;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, get, post, web};
-use chrono::NaiveDateTime;
 use kernel::ApiError;
-use kernel::identity::Caller;
+use kernel::identity::{ActiveUser, Identity};
 use kernel::jobs::EnqueueRequest;
+use kernel::openapi::ErrorBody;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
@@ -19,6 +20,7 @@ use crate::service::{Enqueued, Overview, TaskService};
 
 /// `POST /enqueue` body.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[schema(as = tasks::EnqueueBody)]
 pub struct EnqueueBody {
     /// A registered task's name.
     pub task_name: String,
@@ -52,18 +54,15 @@ impl From<EnqueueBody> for EnqueueRequest {
 
 /// `POST /enqueue` answer.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = tasks::EnqueueResponse)]
 pub struct EnqueueResponse {
     pub task_id: String,
     pub task_name: String,
     pub queue_type: String,
     pub status: TaskStatus,
-    #[serde(with = "kernel::time::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub queued_at: NaiveDateTime,
+    pub queued_at: Timestamp,
     /// When the task becomes eligible to run: `queued_at` plus the delay.
-    #[serde(with = "kernel::time::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub estimated_start: NaiveDateTime,
+    pub estimated_start: Timestamp,
     pub message: String,
 }
 
@@ -76,14 +75,15 @@ impl From<Enqueued> for EnqueueResponse {
             task_name: r.task_name,
             queue_type: r.queue,
             status: r.status,
-            queued_at: r.queued_at,
-            estimated_start: e.estimated_start,
+            queued_at: r.queued_at.into(),
+            estimated_start: e.estimated_start.into(),
         }
     }
 }
 
 /// A task's state: the body of `GET /result/{id}` and `GET /status/{id}`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = tasks::TaskStatusResponse)]
 pub struct TaskStatusResponse {
     pub task_id: String,
     pub task_name: String,
@@ -96,15 +96,9 @@ pub struct TaskStatusResponse {
     pub error: Option<String>,
     /// Attempts started so far.
     pub attempts: u32,
-    #[serde(with = "kernel::time::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub queued_at: NaiveDateTime,
-    #[serde(with = "kernel::time::rfc3339_opt")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub started_at: Option<NaiveDateTime>,
-    #[serde(with = "kernel::time::rfc3339_opt")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub finished_at: Option<NaiveDateTime>,
+    pub queued_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
 }
 
 impl From<TaskRecord> for TaskStatusResponse {
@@ -117,15 +111,16 @@ impl From<TaskRecord> for TaskStatusResponse {
             result: r.result,
             error: r.error,
             attempts: r.attempts,
-            queued_at: r.queued_at,
-            started_at: r.started_at,
-            finished_at: r.finished_at,
+            queued_at: r.queued_at.into(),
+            started_at: r.started_at.map(Timestamp),
+            finished_at: r.finished_at.map(Timestamp),
         }
     }
 }
 
 /// `GET /` answer: registered tasks per queue and each queue's depth.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = tasks::TaskListResponse)]
 pub struct TaskListResponse {
     pub available_tasks: Vec<String>,
     pub total_count: usize,
@@ -138,6 +133,7 @@ pub struct TaskListResponse {
 
 /// How many jobs of a queue are where.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[schema(as = tasks::QueueDepthBody)]
 pub struct QueueDepthBody {
     /// Ready to run.
     pub queued: u64,
@@ -169,18 +165,15 @@ impl From<Overview> for TaskListResponse {
     }
 }
 
-/// The error body of every task endpoint.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
-    pub detail: String,
-    /// Only with `Unknown task`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub available_tasks: Option<Vec<String>>,
-}
-
-/// Registers the routes and the service's app data.
-pub fn configure(cfg: &mut ServiceConfig, service: Arc<TaskService>) {
+/// Registers the routes and their app data: the service and the identity the module was built
+/// with (when auth is mounted, every route needs an active user).
+pub fn configure(
+    cfg: &mut ServiceConfig,
+    service: Arc<TaskService>,
+    identity: web::Data<Identity>,
+) {
     cfg.app_data(web::Data::from(service))
+        .app_data(identity)
         .service(list_tasks)
         .service(enqueue_task)
         .service(task_result)
@@ -195,6 +188,7 @@ async fn overview(service: &TaskService) -> Result<TaskListResponse, ApiError> {
 /// Registered tasks per queue and the depth of each queue.
 #[utoipa::path(
     tag = "tasks",
+    security(("bearer" = [])),
     responses(
         (status = 200, body = TaskListResponse),
         (status = 401, body = ErrorBody, description = "Auth is mounted and the caller is not an active user"),
@@ -203,7 +197,7 @@ async fn overview(service: &TaskService) -> Result<TaskListResponse, ApiError> {
 )]
 #[get("")]
 async fn list_tasks(
-    _caller: Caller,
+    _user: ActiveUser,
     service: web::Data<TaskService>,
 ) -> Result<web::Json<TaskListResponse>, ApiError> {
     Ok(web::Json(overview(&service).await?))
@@ -211,7 +205,7 @@ async fn list_tasks(
 
 /// `GET /api/v1/tasks/` (trailing slash), as the reference answers it.
 async fn list_tasks_slash(
-    _caller: Caller,
+    _user: ActiveUser,
     service: web::Data<TaskService>,
 ) -> Result<web::Json<TaskListResponse>, ApiError> {
     Ok(web::Json(overview(&service).await?))
@@ -220,6 +214,7 @@ async fn list_tasks_slash(
 /// Queues a registered task.
 #[utoipa::path(
     tag = "tasks",
+    security(("bearer" = [])),
     request_body = EnqueueBody,
     responses(
         (status = 200, body = EnqueueResponse),
@@ -231,7 +226,7 @@ async fn list_tasks_slash(
 )]
 #[post("/enqueue")]
 async fn enqueue_task(
-    _caller: Caller,
+    _user: ActiveUser,
     service: web::Data<TaskService>,
     body: web::Json<EnqueueBody>,
 ) -> Result<web::Json<EnqueueResponse>, ApiError> {
@@ -242,6 +237,7 @@ async fn enqueue_task(
 /// A task's result: 200 when finished (completed or failed), 202 while pending.
 #[utoipa::path(
     tag = "tasks",
+    security(("bearer" = [])),
     params(("task_id" = String, Path, description = "The id returned by enqueue")),
     responses(
         (status = 200, body = TaskStatusResponse, description = "Finished: completed or failed"),
@@ -253,7 +249,7 @@ async fn enqueue_task(
 )]
 #[get("/result/{task_id}")]
 async fn task_result(
-    _caller: Caller,
+    _user: ActiveUser,
     service: web::Data<TaskService>,
     task_id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
@@ -269,6 +265,7 @@ async fn task_result(
 /// A task's state, whatever it is (always 200 for a known id).
 #[utoipa::path(
     tag = "tasks",
+    security(("bearer" = [])),
     params(("task_id" = String, Path, description = "The id returned by enqueue")),
     responses(
         (status = 200, body = TaskStatusResponse),
@@ -279,7 +276,7 @@ async fn task_result(
 )]
 #[get("/status/{task_id}")]
 async fn task_status(
-    _caller: Caller,
+    _user: ActiveUser,
     service: web::Data<TaskService>,
     task_id: web::Path<String>,
 ) -> Result<web::Json<TaskStatusResponse>, ApiError> {

@@ -1,31 +1,35 @@
 //! Keel's background tasks module: named tasks on isolated queues (`system`, `load_test`), run by
 //! workers with at-least-once delivery, retries with exponential backoff, per-task time limits and
-//! results kept for a while.
+//! results kept for a while. It is the task runner of the server: other modules declare their
+//! tasks ([`kernel::Module::tasks`]) and enqueue through [`kernel::jobs::JobQueue`], which this
+//! module implements; neither needs this crate.
 //!
 //! Two backends behind [`TaskBackend`]: Redis (shared by every server and worker process pointed at
-//! it) and an in-process queue (the embedded default). Other modules enqueue through
-//! [`kernel::jobs::JobQueue`] ([`TasksModule::queue`]) and register their own tasks with
-//! [`TasksModule::register`].
+//! it) and an in-process queue (the embedded default).
+//!
+//! Embedding it alone in an actix-web app, with its worker beside the server:
 //!
 //! ```no_run
+//! use std::sync::Arc;
+//! use kernel::module::{BodyLimits, BuildModule, Deps, Module, mount};
 //! use tasks_core::{TasksConfig, TasksModule};
 //! use utoipa_actix_web::AppExt;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let tasks = TasksModule::build(TasksConfig::from_env()?).await?;
+//! let deps = Deps::new(kernel::DbPool::connect("sqlite://data/app.db", 4).await?)?;
+//! let tasks = TasksModule::build(TasksConfig::from_env()?, &deps).await?;
 //! let worker = tasks.start_embedded_worker(); // when WORKER_EMBEDDED is true
-//! let (app, openapi) = actix_web::App::new()
-//!     .app_data(kernel::identity::Identity::new(None))
-//!     .into_utoipa_app()
-//!     .service(
-//!         utoipa_actix_web::scope::scope("/api/v1/tasks").configure(|cfg| tasks.configure(cfg)),
-//!     )
-//!     .split_for_parts();
-//! // ... serve `app`; on shutdown:
+//! let shutdown = tasks.config().shutdown_timeout;
+//! let tasks: Arc<dyn Module> = Arc::new(tasks);
+//! actix_web::HttpServer::new(move || {
+//!     mount(kernel::http::app(BodyLimits::default()).into_utoipa_app(), &tasks).into_app()
+//! })
+//! .bind(("127.0.0.1", 8000))?
+//! .run()
+//! .await?;
 //! if let Some(worker) = worker {
-//!     worker.shutdown(tasks.config().shutdown_timeout).await;
+//!     worker.shutdown(shutdown).await;
 //! }
-//! # let _ = (app, openapi);
 //! # Ok(())
 //! # }
 //! ```
@@ -33,8 +37,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use actix_web::web;
 use kernel::health::{HealthStatus, ModuleHealth};
-use kernel::jobs::{JobQueue, TaskFn};
+use kernel::identity::Identity;
+use kernel::jobs::{JobError, JobQueue, RunningWorker, TaskDef, TaskFn, TaskKind, TaskRunner};
+use kernel::module::{BuildModule, Deps, Module, ModuleError, Provides};
 
 pub mod backend;
 pub mod builtin;
@@ -66,13 +73,34 @@ pub struct TasksModule {
     fell_back: bool,
     /// The Redis pool when the queue runs on Redis.
     redis: Option<deadpool_redis::Pool>,
+    /// Who may call the routes (every route needs an active user when auth is mounted).
+    identity: web::Data<Identity>,
+}
+
+impl BuildModule for TasksModule {
+    const NAME: &'static str = "tasks";
+    const PROVIDES: Provides = Provides::Tasks;
+    type Settings = TasksConfig;
+
+    fn commands() -> Vec<clap::Command> {
+        vec![cli::command()]
+    }
+
+    async fn build(config: TasksConfig, deps: &Deps) -> Result<Self, ModuleError> {
+        let mut module = TasksModule::connect(config)
+            .await
+            .map_err(|e| ModuleError::new(Self::NAME, e))?;
+        module.identity = deps.identity();
+        Ok(module)
+    }
 }
 
 impl TasksModule {
-    /// Builds the module on the backend `config` chooses. With `redis`, this succeeds while Redis
-    /// is down (the endpoints answer 503 until it is back); with `auto`, Redis is used when it
-    /// answers now, else the in-memory queue, with a warning.
-    pub async fn build(config: TasksConfig) -> Result<TasksModule, TasksError> {
+    /// Builds the module on the backend `config` chooses, with open routes (no authenticator).
+    /// With `redis`, this succeeds while Redis is down (the endpoints answer 503 until it is
+    /// back); with `auto`, Redis is used when it answers now, else the in-memory queue, with a
+    /// warning.
+    pub async fn connect(config: TasksConfig) -> Result<TasksModule, TasksError> {
         let mut redis_pool = None;
         let (backend, fell_back): (Arc<dyn TaskBackend>, bool) = match config.backend {
             BackendChoice::Memory => (Arc::new(MemoryBackend::new()), false),
@@ -126,7 +154,18 @@ impl TasksModule {
             service,
             fell_back: false,
             redis: None,
+            identity: Identity::new(None),
         }
+    }
+
+    /// The same module with routes guarded by `authenticator` (every route then needs an
+    /// active user); the server hands it in through [`Deps`] instead.
+    pub fn with_authenticator(
+        mut self,
+        authenticator: Option<Arc<dyn kernel::Authenticator>>,
+    ) -> Self {
+        self.identity = Identity::new(authenticator);
+        self
     }
 
     pub fn config(&self) -> &TasksConfig {
@@ -180,11 +219,6 @@ impl TasksModule {
         self.service.queues()
     }
 
-    /// Registers the routes (mount under `/api/v1/tasks`).
-    pub fn configure(&self, cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
-        http::configure(cfg, self.service.clone());
-    }
-
     /// Starts a worker on `queues` (empty: every queue). Must run inside a Tokio runtime.
     pub fn start_worker(&self, queues: &[&str]) -> Result<WorkerHandle, TasksError> {
         let queues = self.resolve_queues(queues)?;
@@ -204,14 +238,14 @@ impl TasksModule {
     pub async fn run_worker_until_signal(&self, queues: &[&str]) -> Result<(), TasksError> {
         self.require_shared_backend()?;
         let handle = self.start_worker(queues)?;
-        wait_for_stop_signal().await;
+        kernel::signals::stop_requested().await;
         tracing::info!("stop signal received; finishing running tasks");
         handle.shutdown(self.config().shutdown_timeout).await;
         Ok(())
     }
 
     /// The module's health for `GET /health`.
-    pub async fn health(&self) -> ModuleHealth {
+    async fn queue_health(&self) -> ModuleHealth {
         let kind = self.backend_kind().as_str();
         match self.service.backend().ping().await {
             Ok(()) if self.fell_back => ModuleHealth {
@@ -259,6 +293,103 @@ impl TasksModule {
     }
 }
 
+#[async_trait::async_trait]
+impl Module for TasksModule {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn mounts(&self) -> &'static [&'static str] {
+        &["/api/v1/tasks"]
+    }
+
+    fn routes(&self, cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+        http::configure(cfg, self.service.clone(), self.identity.clone());
+    }
+
+    async fn health(&self) -> ModuleHealth {
+        self.queue_health().await
+    }
+
+    /// Not ready while the queue's Redis does not answer.
+    async fn ready(&self) -> Result<(), String> {
+        let queue = self.queue_health().await;
+        match queue.status {
+            HealthStatus::Unhealthy => Err(format!("task queue unreachable: {}", queue.detail)),
+            _ => Ok(()),
+        }
+    }
+
+    fn task_runner(&self) -> Option<Arc<dyn TaskRunner>> {
+        Some(Arc::new(self.clone()))
+    }
+
+    async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
+        match name {
+            cli::COMMAND => cli::run(self, matches).await,
+            other => Err(format!("the tasks module has no command {other}")),
+        }
+    }
+}
+
+/// The embedded worker as the server holds it.
+struct EmbeddedWorker {
+    handle: WorkerHandle,
+    shutdown_timeout: Duration,
+}
+
+#[async_trait::async_trait]
+impl RunningWorker for EmbeddedWorker {
+    async fn shutdown(self: Box<Self>) {
+        self.handle.shutdown(self.shutdown_timeout).await;
+    }
+}
+
+#[async_trait::async_trait]
+impl TaskRunner for TasksModule {
+    fn queue(&self) -> Arc<dyn JobQueue> {
+        self.service.clone()
+    }
+
+    fn register(&self, task: TaskDef) -> Result<(), JobError> {
+        let name = task.name.clone();
+        match task.kind {
+            TaskKind::Cleanup => {
+                self.register_cleanup(task.name, task.handler);
+                Ok(())
+            }
+            TaskKind::Task => {
+                let mut definition = TaskDefinition::new(task.name, task.queue, task.handler);
+                definition.timeout = task.timeout;
+                self.register_task(definition)
+                    .map_err(|e| JobError::Registration {
+                        name,
+                        reason: e.to_string(),
+                    })
+            }
+        }
+    }
+
+    fn start_embedded_worker(&self) -> Option<Box<dyn RunningWorker>> {
+        let handle = TasksModule::start_embedded_worker(self)?;
+        Some(Box::new(EmbeddedWorker {
+            handle,
+            shutdown_timeout: self.config().shutdown_timeout,
+        }))
+    }
+
+    fn worker_processes(&self) -> usize {
+        self.config().worker_processes
+    }
+
+    async fn run_worker(&self, queues: &[String]) -> Result<(), String> {
+        let queues: Vec<&str> = queues.iter().map(String::as_str).collect();
+        self.run_worker_until_signal(&queues)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
 fn redis_settings(config: &TasksConfig) -> RedisSettings {
     RedisSettings {
         url: config.redis_url.clone(),
@@ -268,20 +399,4 @@ fn redis_settings(config: &TasksConfig) -> RedisSettings {
         max_block: config.poll_interval,
         pool_size: (config.worker_threads.saturating_mul(2) + 12).min(256),
     }
-}
-
-/// Resolves on SIGTERM or SIGINT (Ctrl-C).
-pub async fn wait_for_stop_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }

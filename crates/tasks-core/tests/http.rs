@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use actix_web::web;
 use deadpool_redis::redis;
-use kernel::identity::{AuthFailure, Authenticator, Identity, Principal, Role};
+use kernel::Module;
+use kernel::identity::{AuthFailure, Authenticator, Principal, Role};
 use kernel::jobs::{EnqueueRequest, JobError, TaskFn, TaskInput, TaskResult};
-use kernel::testing::{TestServer, spawn_app};
+use kernel::testing::{TestServer, spawn_modules};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tasks_core::backend::redis::RedisSettings;
@@ -172,13 +172,7 @@ fn serve(module: &TasksModule) -> TestServer {
 }
 
 fn serve_with_auth(module: &TasksModule, auth: Option<Arc<dyn Authenticator>>) -> TestServer {
-    let module = module.clone();
-    spawn_app(move |cfg: &mut web::ServiceConfig| {
-        let module = module.clone();
-        cfg.app_data(Identity::new(auth.clone())).service(
-            utoipa_actix_web::scope::scope("/api/v1/tasks").configure(|c| module.configure(c)),
-        );
-    })
+    spawn_modules(vec![Arc::new(module.clone().with_authenticator(auth))])
 }
 
 async fn get(server: &TestServer, path: &str) -> (StatusCode, Value) {
@@ -977,7 +971,7 @@ fn down_config(backend: BackendChoice) -> TasksConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_configured_but_down_answers_503() {
-    let module = TasksModule::build(down_config(BackendChoice::Redis))
+    let module = TasksModule::connect(down_config(BackendChoice::Redis))
         .await
         .unwrap();
     assert_eq!(module.backend_kind(), BackendKind::Redis);
@@ -1026,7 +1020,7 @@ async fn redis_configured_but_down_answers_503() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_falls_back_to_memory_when_redis_is_down() {
-    let module = TasksModule::build(down_config(BackendChoice::Auto))
+    let module = TasksModule::connect(down_config(BackendChoice::Auto))
         .await
         .unwrap();
     assert_eq!(module.backend_kind(), BackendKind::Memory);
@@ -1054,7 +1048,7 @@ async fn auto_uses_redis_when_it_answers() {
         backend: BackendChoice::Auto,
         ..h.config()
     };
-    let module = TasksModule::build(config).await.unwrap();
+    let module = TasksModule::connect(config).await.unwrap();
     assert_eq!(module.backend_kind(), BackendKind::Redis);
     assert_eq!(
         module.health().await.status,
@@ -1068,10 +1062,10 @@ async fn cli_enqueues_and_waits_for_results() {
         eprintln!("TEST_REDIS_URL is not set: Redis run skipped");
         return;
     };
-    let module = TasksModule::build(h.config()).await.unwrap();
+    let module = TasksModule::connect(h.config()).await.unwrap();
     let worker = module.start_worker(&["load_test"]).unwrap();
     // Another process (here: another module instance) enqueues and reads.
-    let cli = TasksModule::build(h.config()).await.unwrap();
+    let cli = TasksModule::connect(h.config()).await.unwrap();
     let list = cli.cli_list().await.unwrap();
     assert_eq!(list.backend, "redis");
     let queued = cli
@@ -1191,10 +1185,9 @@ async fn openapi_describes_every_route() {
     use utoipa_actix_web::AppExt;
     let h = Harness::memory();
     let module = h.module(h.config());
-    let (_, api) = actix_web::App::new()
-        .into_utoipa_app()
-        .service(utoipa_actix_web::scope::scope("/api/v1/tasks").configure(|c| module.configure(c)))
-        .split_for_parts();
+    let module: Arc<dyn Module> = Arc::new(module);
+    let (_, api) =
+        kernel::module::mount(actix_web::App::new().into_utoipa_app(), &module).split_for_parts();
     let paths: Vec<&String> = api.paths.paths.keys().collect();
     for expected in [
         "/api/v1/tasks",
@@ -1209,10 +1202,10 @@ async fn openapi_describes_every_route() {
     }
     let schemas = api.components.map(|c| c.schemas).unwrap_or_default();
     for schema in [
-        "EnqueueBody",
-        "EnqueueResponse",
-        "TaskStatusResponse",
-        "TaskListResponse",
+        "tasks.EnqueueBody",
+        "tasks.EnqueueResponse",
+        "tasks.TaskStatusResponse",
+        "tasks.TaskListResponse",
     ] {
         assert!(schemas.contains_key(schema), "{schema} missing");
     }

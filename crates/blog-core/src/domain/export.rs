@@ -14,6 +14,7 @@ pub const ZIP_FILE_NAME: &str = "blog-export.zip";
 
 /// What an export holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = blog::ExportFormat)]
 #[serde(rename_all = "lowercase")]
 pub enum ExportFormat {
     /// A zip of Markdown files with YAML front matter.
@@ -48,6 +49,7 @@ impl ExportFormat {
 
 /// A tag of an exported post.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = blog::ExportedTag)]
 pub struct ExportedTag {
     pub name: String,
     pub slug: String,
@@ -55,6 +57,7 @@ pub struct ExportedTag {
 
 /// One post of a JSON export, keys in this order. No ids: the slug is the natural key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = blog::ExportedPost)]
 pub struct ExportedPost {
     pub title: String,
     pub slug: String,
@@ -63,13 +66,13 @@ pub struct ExportedPost {
     pub status: PostStatus,
     pub author_name: Option<String>,
     #[serde(with = "kernel::time::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
+    #[schema(value_type = kernel::Timestamp)]
     pub created_at: NaiveDateTime,
     #[serde(with = "kernel::time::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
+    #[schema(value_type = kernel::Timestamp)]
     pub updated_at: NaiveDateTime,
     #[serde(with = "kernel::time::rfc3339_opt")]
-    #[schema(value_type = Option<String>, format = DateTime)]
+    #[schema(value_type = Option<kernel::Timestamp>)]
     pub published_at: Option<NaiveDateTime>,
     pub seo_title: Option<String>,
     pub seo_description: Option<String>,

@@ -18,6 +18,7 @@ pub const TAG_NAME_MAX: usize = 80;
 
 /// A post's place in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = blog::PostStatus)]
 #[serde(rename_all = "lowercase")]
 pub enum PostStatus {
     Draft,

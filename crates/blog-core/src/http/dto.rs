@@ -1,6 +1,6 @@
 //! Request and response bodies (separate from the service's types and the database rows).
 
-use chrono::NaiveDateTime;
+use kernel::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -9,13 +9,12 @@ use crate::service::{NewPost, NewTag, Post, PostPatch, Tag, TagPatch};
 
 /// A tag.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = blog::BlogTagResponse)]
 pub struct BlogTagResponse {
     pub id: i64,
     pub name: String,
     pub slug: String,
-    #[serde(with = "kernel::time::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: NaiveDateTime,
+    pub created_at: Timestamp,
 }
 
 impl From<Tag> for BlogTagResponse {
@@ -24,13 +23,14 @@ impl From<Tag> for BlogTagResponse {
             id: t.id,
             name: t.name,
             slug: t.slug,
-            created_at: t.created_at,
+            created_at: t.created_at.into(),
         }
     }
 }
 
 /// A post.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = blog::BlogPostResponse)]
 pub struct BlogPostResponse {
     pub id: i64,
     pub title: String,
@@ -41,15 +41,9 @@ pub struct BlogPostResponse {
     pub status: PostStatus,
     pub author_id: Option<i64>,
     pub author_name: Option<String>,
-    #[serde(with = "kernel::time::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: NaiveDateTime,
-    #[serde(with = "kernel::time::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub updated_at: NaiveDateTime,
-    #[serde(with = "kernel::time::rfc3339_opt")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub published_at: Option<NaiveDateTime>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub published_at: Option<Timestamp>,
     pub seo_title: Option<String>,
     pub seo_description: Option<String>,
     pub hero_image_url: Option<String>,
@@ -68,9 +62,9 @@ impl From<Post> for BlogPostResponse {
             status: p.status,
             author_id: p.author_id,
             author_name: p.author_name,
-            created_at: p.created_at,
-            updated_at: p.updated_at,
-            published_at: p.published_at,
+            created_at: p.created_at.into(),
+            updated_at: p.updated_at.into(),
+            published_at: p.published_at.map(Timestamp),
             seo_title: p.seo_title,
             seo_description: p.seo_description,
             hero_image_url: p.hero_image_url,
@@ -80,6 +74,7 @@ impl From<Post> for BlogPostResponse {
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = blog::BlogPostListResponse)]
 pub struct BlogPostListResponse {
     pub posts: Vec<BlogPostResponse>,
     /// Every post that matches, on all pages.
@@ -89,6 +84,7 @@ pub struct BlogPostListResponse {
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = blog::BlogTagListResponse)]
 pub struct BlogTagListResponse {
     pub tags: Vec<BlogTagResponse>,
     pub total: i64,
@@ -96,6 +92,7 @@ pub struct BlogTagListResponse {
 
 /// A new post; it starts as a draft.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = blog::BlogPostCreate)]
 pub struct BlogPostCreate {
     #[schema(required = true, min_length = 1, max_length = 200)]
     pub title: Option<String>,
@@ -144,6 +141,7 @@ where
 /// seo_description and hero_image_url; `null` for title, slug and content is ignored;
 /// `tag_slugs` as a list replaces the tags (`[]` removes them), omitted or null keeps them.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = blog::BlogPostUpdate)]
 pub struct BlogPostUpdate {
     #[schema(max_length = 200)]
     pub title: Option<String>,
@@ -181,6 +179,7 @@ impl From<BlogPostUpdate> for PostPatch {
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = blog::BlogTagCreate)]
 pub struct BlogTagCreate {
     #[schema(required = true, min_length = 1, max_length = 80)]
     pub name: Option<String>,
@@ -200,6 +199,7 @@ impl From<BlogTagCreate> for NewTag {
 
 /// A change to a tag; null or omitted fields are kept.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = blog::BlogTagUpdate)]
 pub struct BlogTagUpdate {
     #[schema(max_length = 80)]
     pub name: Option<String>,
@@ -260,7 +260,10 @@ pub struct ImportQuery {
 
 /// The import upload: one file, `.md`/`.markdown`, `.zip` or `.json`.
 #[derive(Debug, ToSchema)]
+#[schema(as = blog::ImportUpload)]
 pub struct ImportUpload {
+    // Only documents the multipart body; the handler reads the parts as they stream in.
+    #[allow(dead_code)]
     #[schema(value_type = String, format = Binary)]
     pub file: Vec<u8>,
 }

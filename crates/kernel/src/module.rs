@@ -1,0 +1,398 @@
+//! The module seam: what a module is ([`Module`]), how it is built ([`BuildModule`]) and what it
+//! is handed when it is built ([`Deps`]).
+//!
+//! A server composes modules by looping over a list of [`ModuleEntry`] values (one per compiled
+//! module, made with [`entry`]): it loads each module's settings, runs its migrations, builds it
+//! with the shared dependencies, mounts its routes, asks it for health and readiness, and
+//! registers the background tasks it declares with the module that runs tasks. Build order is
+//! fixed by what a module provides ([`Provides`]): the identity provider first, so that every
+//! other module receives the authenticator; then the task runner, so that every later module
+//! receives the job queue; then the rest in list order.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use actix_web::dev::{ServiceFactory, ServiceRequest};
+use actix_web::web;
+use utoipa_actix_web::UtoipaApp;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::health::ModuleHealth;
+use crate::identity::{Authenticator, Identity};
+use crate::jobs::{JobQueue, TaskDef, TaskRunner};
+use crate::redis::SharedRedis;
+use crate::{ConfigError, DbPool, MigrationSet};
+
+/// Body limits every module applies to the bodies it parses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyLimits {
+    /// JSON and form bodies (`MAX_JSON_BYTES`, default 1 MiB).
+    pub json: usize,
+}
+
+impl Default for BodyLimits {
+    fn default() -> Self {
+        BodyLimits {
+            json: crate::http::DEFAULT_MAX_JSON_BYTES,
+        }
+    }
+}
+
+/// What every module is handed when it is built.
+#[derive(Clone)]
+pub struct Deps {
+    /// The database, migrated for the module.
+    pub pool: DbPool,
+    /// Resolves bearer tokens; `None` when no identity provider (the auth module) is mounted:
+    /// the module is then open by design.
+    pub authenticator: Option<Arc<dyn Authenticator>>,
+    /// Enqueues background tasks; `None` when no task runner (the tasks module) is mounted.
+    pub jobs: Option<Arc<dyn JobQueue>>,
+    /// The shared HTTP client for provider calls (see [`crate::http_client`]).
+    pub http: reqwest::Client,
+    /// Body limits.
+    pub limits: BodyLimits,
+    /// The deployment's Redis, for state that several instances must share.
+    pub redis: SharedRedis,
+}
+
+impl Deps {
+    /// Dependencies with no identity provider, no job queue, no Redis and default limits: a
+    /// module used alone.
+    pub fn new(pool: DbPool) -> Result<Deps, ConfigError> {
+        Ok(Deps {
+            pool,
+            authenticator: None,
+            jobs: None,
+            http: crate::http_client::HttpClientSettings::default().build()?,
+            limits: BodyLimits::default(),
+            redis: SharedRedis::none(),
+        })
+    }
+
+    /// The same dependencies with an identity provider.
+    pub fn with_authenticator(mut self, authenticator: Arc<dyn Authenticator>) -> Deps {
+        self.authenticator = Some(authenticator);
+        self
+    }
+
+    /// The identity of the module's routes, to register as app data of its scope (the
+    /// [`crate::identity`] extractors read it).
+    pub fn identity(&self) -> web::Data<Identity> {
+        Identity::new(self.authenticator.clone())
+    }
+}
+
+/// A module failed to build.
+#[derive(Debug, thiserror::Error)]
+#[error("module {module} failed to start: {message}")]
+pub struct ModuleError {
+    pub module: &'static str,
+    pub message: String,
+}
+
+impl ModuleError {
+    pub fn new(module: &'static str, message: impl std::fmt::Display) -> Self {
+        ModuleError {
+            module,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// What a module provides to the others, which fixes the build order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Provides {
+    /// The identity provider: built first; its [`Module::authenticator`] goes to every other.
+    Identity,
+    /// The task runner: built next; its [`Module::task_runner`] takes every module's tasks.
+    Tasks,
+    /// Nothing the others need.
+    #[default]
+    Nothing,
+}
+
+/// A built module, as the server sees it.
+#[async_trait::async_trait]
+pub trait Module: Send + Sync + 'static {
+    /// The module's name in `KEEL_MODULES`, `/health` and logs.
+    fn name(&self) -> &'static str;
+
+    /// Where the routes are mounted: the first prefix is the one in the OpenAPI document, the
+    /// others answer the same routes (aliases).
+    fn mounts(&self) -> &'static [&'static str];
+
+    /// Registers the routes (with their OpenAPI) and the app data they need, including the
+    /// identity from [`Deps::identity`].
+    fn routes(&self, cfg: &mut ServiceConfig);
+
+    /// The module's entry in `GET /health`.
+    async fn health(&self) -> ModuleHealth;
+
+    /// `Err(why)` when a dependency the module cannot serve without does not answer
+    /// (`GET /health/ready`). The database is checked by the server.
+    async fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The background tasks the module runs (registered with the task runner before any worker
+    /// starts, in `keel serve` and in `keel worker`).
+    fn tasks(&self) -> Vec<TaskDef> {
+        Vec::new()
+    }
+
+    /// The identity provider's authenticator.
+    fn authenticator(&self) -> Option<Arc<dyn Authenticator>> {
+        None
+    }
+
+    /// The task runner's queue and workers.
+    fn task_runner(&self) -> Option<Arc<dyn TaskRunner>> {
+        None
+    }
+
+    /// Runs one of the module's command-line commands (declared by
+    /// [`BuildModule::commands`]); `matches` are the matches of that command.
+    async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
+        let _ = matches;
+        Err(format!("module {} has no command {name}", self.name()))
+    }
+}
+
+/// How a module is configured and built: implemented by each module's type.
+pub trait BuildModule: Module + Sized {
+    /// The module's name in `KEEL_MODULES`.
+    const NAME: &'static str;
+    /// What the module provides to the others.
+    const PROVIDES: Provides = Provides::Nothing;
+
+    /// The module's settings.
+    type Settings: ModuleConfig;
+
+    /// Its database migrations, when it has tables.
+    fn migrations() -> Option<MigrationSet> {
+        None
+    }
+
+    /// Its command-line commands (`keel <command> ...`).
+    fn commands() -> Vec<clap::Command> {
+        Vec::new()
+    }
+
+    /// Builds the module over a migrated pool and the shared dependencies.
+    fn build(
+        settings: Self::Settings,
+        deps: &Deps,
+    ) -> impl Future<Output = Result<Self, ModuleError>> + Send;
+}
+
+/// A module's settings: read from the environment by the server, built in code by tests and
+/// embedders (`Default` never reads the environment).
+pub trait ModuleConfig: Clone + Default + Send + Sync + std::fmt::Debug + 'static {
+    fn from_env() -> Result<Self, ConfigError>;
+}
+
+type BuildFuture<'a> = Pin<Box<dyn Future<Output = Result<Arc<dyn Module>, ModuleError>> + 'a>>;
+
+/// One compiled module, as the server's list holds it: [`entry::<MyModule>()`](entry).
+#[derive(Clone, Copy)]
+pub struct ModuleEntry {
+    pub name: &'static str,
+    pub provides: Provides,
+    pub migrations: Option<MigrationSet>,
+    pub commands: fn() -> Vec<clap::Command>,
+    load: fn(&mut Settings) -> Result<(), ConfigError>,
+    defaults: fn(&mut Settings),
+    build: for<'a> fn(&'a Settings, &'a Deps) -> BuildFuture<'a>,
+}
+
+/// The list entry of module `M`.
+pub fn entry<M: BuildModule>() -> ModuleEntry {
+    ModuleEntry {
+        name: M::NAME,
+        provides: M::PROVIDES,
+        migrations: M::migrations(),
+        commands: M::commands,
+        load: |settings| {
+            settings.set(M::Settings::from_env()?);
+            Ok(())
+        },
+        defaults: |settings| settings.set(M::Settings::default()),
+        build: |settings, deps| {
+            Box::pin(async move {
+                let own = settings.get::<M::Settings>().cloned().unwrap_or_default();
+                let module = M::build(own, deps).await?;
+                Ok(Arc::new(module) as Arc<dyn Module>)
+            })
+        },
+    }
+}
+
+impl ModuleEntry {
+    /// Reads this module's settings from the environment into `settings`.
+    pub fn load_settings(&self, settings: &mut Settings) -> Result<(), ConfigError> {
+        (self.load)(settings)
+    }
+
+    /// Puts this module's default settings into `settings` (no environment read).
+    pub fn default_settings(&self, settings: &mut Settings) {
+        (self.defaults)(settings)
+    }
+
+    /// Builds the module with its settings from `settings` (defaults when absent).
+    pub async fn build(
+        &self,
+        settings: &Settings,
+        deps: &Deps,
+    ) -> Result<Arc<dyn Module>, ModuleError> {
+        (self.build)(settings, deps).await
+    }
+}
+
+impl std::fmt::Debug for ModuleEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModuleEntry")
+            .field("name", &self.name)
+            .field("provides", &self.provides)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Mounts a module's routes on an app: under its first prefix with their OpenAPI, and under
+/// every other prefix as undocumented aliases.
+pub fn mount<T>(app: UtoipaApp<T>, module: &Arc<dyn Module>) -> UtoipaApp<T>
+where
+    T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
+{
+    let Some((first, aliases)) = module.mounts().split_first() else {
+        return app;
+    };
+    let documented = module.clone();
+    let mut app = app.service(
+        utoipa_actix_web::scope::scope(*first).configure(move |cfg| documented.routes(cfg)),
+    );
+    for alias in aliases {
+        let module = module.clone();
+        app = app.map(|app| {
+            app.service(
+                web::scope(alias).configure(move |c| module.routes(&mut ServiceConfig::new(c))),
+            )
+        });
+    }
+    app
+}
+
+/// The entries in build order: the identity provider, the task runner, then the rest as listed.
+pub fn build_order(entries: &[ModuleEntry]) -> Vec<ModuleEntry> {
+    let mut ordered = entries.to_vec();
+    ordered.sort_by_key(|e| e.provides);
+    ordered
+}
+
+trait AnySetting: Any + Send + Sync + std::fmt::Debug {
+    fn clone_box(&self) -> Box<dyn AnySetting>;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Any + Clone + Send + Sync + std::fmt::Debug> AnySetting for T {
+    fn clone_box(&self) -> Box<dyn AnySetting> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Every module's settings, one value per settings type.
+#[derive(Default)]
+pub struct Settings(HashMap<TypeId, Box<dyn AnySetting>>);
+
+impl Settings {
+    pub fn set<T: ModuleConfig>(&mut self, value: T) {
+        self.0.insert(TypeId::of::<T>(), Box::new(value));
+    }
+
+    pub fn get<T: ModuleConfig>(&self) -> Option<&T> {
+        self.0
+            .get(&TypeId::of::<T>())
+            .and_then(|b| (**b).as_any().downcast_ref())
+    }
+
+    /// The settings of type `T`, inserted with their defaults when absent.
+    pub fn get_mut<T: ModuleConfig>(&mut self) -> &mut T {
+        let slot = self
+            .0
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Box::new(T::default()));
+        if !(**slot).as_any().is::<T>() {
+            *slot = Box::new(T::default());
+        }
+        match (**slot).as_any_mut().downcast_mut::<T>() {
+            Some(value) => value,
+            None => unreachable!("the slot was just filled with a T"),
+        }
+    }
+}
+
+impl Clone for Settings {
+    fn clone(&self) -> Self {
+        Settings(
+            self.0
+                .iter()
+                .map(|(k, v)| (*k, (**v).clone_box()))
+                .collect(),
+        )
+    }
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.values().map(|v| &**v))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, PartialEq)]
+    struct Demo {
+        level: u8,
+    }
+
+    impl ModuleConfig for Demo {
+        fn from_env() -> Result<Self, ConfigError> {
+            Ok(Demo { level: 7 })
+        }
+    }
+
+    #[test]
+    fn settings_hold_one_value_per_type() {
+        let mut settings = Settings::default();
+        assert!(settings.get::<Demo>().is_none());
+        settings.get_mut::<Demo>().level = 3;
+        let copy = settings.clone();
+        settings.set(Demo { level: 9 });
+        assert_eq!(copy.get::<Demo>(), Some(&Demo { level: 3 }));
+        assert_eq!(settings.get::<Demo>(), Some(&Demo { level: 9 }));
+    }
+
+    #[test]
+    fn providers_are_built_first() {
+        let mut ranks = [Provides::Nothing, Provides::Tasks, Provides::Identity];
+        ranks.sort();
+        assert_eq!(
+            ranks,
+            [Provides::Identity, Provides::Tasks, Provides::Nothing]
+        );
+    }
+}

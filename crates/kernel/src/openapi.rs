@@ -1,0 +1,135 @@
+//! The OpenAPI document's shared parts: the one error-body schema every error answer references,
+//! and the bearer security scheme.
+
+use serde::Serialize;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{Content, OpenApi, RefOr, Response};
+use utoipa::{PartialSchema, ToSchema};
+
+use crate::FieldError;
+
+/// Every error answer of the service: `{"detail": ...}`, where `detail` is a message, or (the
+/// auth module's 422) the list of failing fields. Some 422s list the failing fields under
+/// `errors` beside a message; a few answers add a field of their own, named in the route's
+/// description (e.g. `available_tasks` beside `Unknown task`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ErrorBody)]
+pub struct ErrorBody {
+    pub detail: ErrorDetail,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<FieldError>>,
+}
+
+/// What went wrong: a message saying what to fix, or a list of failing fields.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ErrorDetail {
+    Message(String),
+    Fields(Vec<FieldError>),
+}
+
+/// The name of the bearer security scheme routes refer to: `security(("bearer" = []))`.
+pub const BEARER: &str = "bearer";
+
+/// Adds the shared parts to a document: the error-body schema (and a JSON body referencing it
+/// on every 4xx and 5xx answer that declares none) and the bearer security scheme. Without an
+/// identity provider (`identity` false) every route is open, so the routes' security
+/// requirements and their 401 and 403 answers are removed.
+pub fn finish(doc: &mut OpenApi, identity: bool) {
+    let components = doc.components.get_or_insert_with(Default::default);
+    let mut schemas = vec![(ErrorBody::name().into_owned(), ErrorBody::schema())];
+    ErrorBody::schemas(&mut schemas);
+    components.schemas.extend(schemas);
+    components.add_security_scheme(
+        BEARER,
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format("JWT")
+                .build(),
+        ),
+    );
+    let error_body = RefOr::Ref(utoipa::openapi::Ref::from_schema_name(ErrorBody::name()));
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+            &mut item.head,
+            &mut item.options,
+        ];
+        for operation in operations.into_iter().flatten() {
+            if !identity && operation.security.take().is_some() {
+                operation.responses.responses.remove("401");
+                operation.responses.responses.remove("403");
+            }
+            for (status, response) in operation.responses.responses.iter_mut() {
+                let RefOr::T(response) = response else {
+                    continue;
+                };
+                if response.description.is_empty() {
+                    response.description = reason(status);
+                }
+                if status.starts_with('4') || status.starts_with('5') {
+                    reference_error_body(response, &error_body);
+                }
+            }
+        }
+    }
+}
+
+/// A response's required description, when the route gave none: the status's reason phrase.
+fn reason(status: &str) -> String {
+    status
+        .parse::<u16>()
+        .ok()
+        .and_then(|code| actix_web::http::StatusCode::from_u16(code).ok())
+        .and_then(|code| code.canonical_reason())
+        .unwrap_or("Response")
+        .to_owned()
+}
+
+fn reference_error_body(response: &mut Response, error_body: &RefOr<utoipa::openapi::Schema>) {
+    if response.content.is_empty() {
+        response.content.insert(
+            "application/json".to_owned(),
+            RefOr::T(Content::new(Some(error_body.clone()))),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use utoipa::openapi::path::{HttpMethod, OperationBuilder, PathItem};
+    use utoipa::openapi::{PathsBuilder, ResponseBuilder, ResponsesBuilder};
+
+    #[test]
+    fn error_answers_reference_the_error_body() {
+        let operation = OperationBuilder::new()
+            .responses(
+                ResponsesBuilder::new()
+                    .response("200", ResponseBuilder::new().description("ok"))
+                    .response("404", ResponseBuilder::new().description("missing"))
+                    .response("401", ResponseBuilder::new()),
+            )
+            .build();
+        let mut doc = OpenApi::new(
+            utoipa::openapi::Info::new("t", "1"),
+            PathsBuilder::new().path("/x", PathItem::new(HttpMethod::Get, operation)),
+        );
+        finish(&mut doc, true);
+        let json = serde_json::to_value(&doc).unwrap_or_default();
+        let responses = &json["paths"]["/x"]["get"]["responses"];
+        assert_eq!(
+            responses["404"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/ErrorBody"
+        );
+        assert!(responses["200"].get("content").is_none());
+        assert_eq!(responses["401"]["description"], "Unauthorized");
+        assert!(json["components"]["schemas"]["ErrorDetail"].is_object());
+        assert!(json["components"]["securitySchemes"]["bearer"].is_object());
+    }
+}
