@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::domain::{QUEUE_LOAD_TEST, QUEUE_SYSTEM, TaskStatus};
 use crate::registry::TaskDefinition;
-use crate::service::TaskService;
+use crate::service::TasksService;
 
 pub const IO_SIMULATION: &str = "io_simulation_task";
 pub const CPU_INTENSIVE: &str = "cpu_intensive_task";
@@ -73,12 +73,12 @@ where
 }
 
 /// A task that needs the service; it fails cleanly if the module is gone.
-fn service_task<F, Fut>(service: &Arc<TaskService>, f: F) -> TaskFn
+fn service_task<F, Fut>(service: &Arc<TasksService>, f: F) -> TaskFn
 where
-    F: Fn(Arc<TaskService>, TaskInput) -> Fut + Send + Sync + 'static,
+    F: Fn(Arc<TasksService>, TaskInput) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = TaskResult> + Send + 'static,
 {
-    let weak: Weak<TaskService> = Arc::downgrade(service);
+    let weak: Weak<TasksService> = Arc::downgrade(service);
     let f = Arc::new(f);
     Arc::new(move |input| {
         let weak = weak.clone();
@@ -93,7 +93,7 @@ where
 }
 
 /// Registers every built-in task on `service`.
-pub(crate) fn register_builtins(service: &Arc<TaskService>) -> Result<(), crate::TasksError> {
+pub(crate) fn register_builtins(service: &Arc<TasksService>) -> Result<(), crate::TasksError> {
     let defs = [
         TaskDefinition::new(IO_SIMULATION, QUEUE_LOAD_TEST, task(io_simulation)),
         TaskDefinition::new(CPU_INTENSIVE, QUEUE_LOAD_TEST, task(cpu_intensive)),
@@ -313,7 +313,7 @@ fn load_task_name(raw: &str) -> Option<&'static str> {
 
 /// Enqueues `num_tasks` load tasks in batches, waits for them (up to `wait_timeout_seconds`) and
 /// reports throughput.
-async fn load_test_orchestrator(service: Arc<TaskService>, input: TaskInput) -> TaskResult {
+async fn load_test_orchestrator(service: Arc<TasksService>, input: TaskInput) -> TaskResult {
     let kwargs = &input.kwargs;
     let num_tasks = kw_u64(kwargs, "num_tasks", 100, 1..=10_000)?;
     let batch_size = kw_u64(kwargs, "batch_size", 10, 1..=1_000)?;
@@ -397,7 +397,7 @@ async fn load_test_orchestrator(service: Arc<TaskService>, input: TaskInput) -> 
 }
 
 /// Checks that the queue backend answers and reports every queue's depth.
-async fn system_health_check(service: Arc<TaskService>, _input: TaskInput) -> TaskResult {
+async fn system_health_check(service: Arc<TasksService>, _input: TaskInput) -> TaskResult {
     let backend = service.backend();
     let reachable = backend.ping().await;
     let depths = match service.overview().await {
@@ -417,7 +417,7 @@ async fn system_health_check(service: Arc<TaskService>, _input: TaskInput) -> Ta
 
 /// Removes expired results (and workers that went away), then runs the cleanup hooks that other
 /// modules registered (old webhook events, for instance).
-async fn cleanup_expired_data(service: Arc<TaskService>, input: TaskInput) -> TaskResult {
+async fn cleanup_expired_data(service: Arc<TasksService>, input: TaskInput) -> TaskResult {
     let removed = service
         .backend()
         .purge_expired()

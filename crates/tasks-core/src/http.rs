@@ -1,4 +1,4 @@
-//! The HTTP surface, mounted at `/api/v1/tasks`: thin handlers over [`TaskService`].
+//! The HTTP surface, mounted at `/api/v1/tasks`: thin handlers over [`TasksService`].
 
 use kernel::Timestamp;
 use std::collections::BTreeMap;
@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::domain::{QueueDepth, TaskRecord, TaskStatus};
-use crate::service::{Enqueued, Overview, TaskService};
+use crate::service::{Enqueued, Overview, TasksService};
 
 /// `POST /enqueue` body.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -169,7 +169,7 @@ impl From<Overview> for TaskListResponse {
 /// with (when auth is mounted, every route needs an active user).
 pub fn configure(
     cfg: &mut ServiceConfig,
-    service: Arc<TaskService>,
+    service: Arc<TasksService>,
     identity: web::Data<Identity>,
 ) {
     cfg.app_data(web::Data::from(service))
@@ -181,7 +181,7 @@ pub fn configure(
         .route("/", web::get().to(list_tasks_slash));
 }
 
-async fn overview(service: &TaskService) -> Result<TaskListResponse, ApiError> {
+async fn overview(service: &TasksService) -> Result<TaskListResponse, ApiError> {
     Ok(service.overview().await?.into())
 }
 
@@ -198,7 +198,7 @@ async fn overview(service: &TaskService) -> Result<TaskListResponse, ApiError> {
 #[get("")]
 async fn list_tasks(
     _user: ActiveUser,
-    service: web::Data<TaskService>,
+    service: web::Data<TasksService>,
 ) -> Result<web::Json<TaskListResponse>, ApiError> {
     Ok(web::Json(overview(&service).await?))
 }
@@ -206,7 +206,7 @@ async fn list_tasks(
 /// `GET /api/v1/tasks/` (trailing slash), as the reference answers it.
 async fn list_tasks_slash(
     _user: ActiveUser,
-    service: web::Data<TaskService>,
+    service: web::Data<TasksService>,
 ) -> Result<web::Json<TaskListResponse>, ApiError> {
     Ok(web::Json(overview(&service).await?))
 }
@@ -227,7 +227,7 @@ async fn list_tasks_slash(
 #[post("/enqueue")]
 async fn enqueue_task(
     _user: ActiveUser,
-    service: web::Data<TaskService>,
+    service: web::Data<TasksService>,
     body: web::Json<EnqueueBody>,
 ) -> Result<web::Json<EnqueueResponse>, ApiError> {
     let queued = service.enqueue(body.into_inner().into()).await?;
@@ -250,7 +250,7 @@ async fn enqueue_task(
 #[get("/result/{task_id}")]
 async fn task_result(
     _user: ActiveUser,
-    service: web::Data<TaskService>,
+    service: web::Data<TasksService>,
     task_id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let record = service.status(&task_id).await?;
@@ -277,7 +277,7 @@ async fn task_result(
 #[get("/status/{task_id}")]
 async fn task_status(
     _user: ActiveUser,
-    service: web::Data<TaskService>,
+    service: web::Data<TasksService>,
     task_id: web::Path<String>,
 ) -> Result<web::Json<TaskStatusResponse>, ApiError> {
     Ok(web::Json(service.status(&task_id).await?.into()))

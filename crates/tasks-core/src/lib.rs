@@ -46,21 +46,22 @@ use kernel::module::{BuildModule, Deps, Module, ModuleError, Provides};
 pub mod backend;
 pub mod builtin;
 pub mod cli;
-pub mod config;
-pub mod domain;
-pub mod error;
-pub mod http;
-pub mod registry;
-pub mod service;
-pub mod worker;
+mod config;
+mod domain;
+mod error;
+mod http;
+mod registry;
+mod service;
+mod worker;
 
 pub use backend::{BackendKind, MemoryBackend, RedisBackend, TaskBackend};
 pub use builtin::{RandomSource, SequenceRandom, SystemRandom};
 pub use config::{BackendChoice, TasksConfig};
 pub use domain::{QUEUE_LOAD_TEST, QUEUE_SYSTEM, TaskRecord, TaskStatus};
 pub use error::TasksError;
+pub use http::{EnqueueBody, EnqueueResponse, TaskListResponse, TaskStatusResponse};
 pub use registry::TaskDefinition;
-pub use service::TaskService;
+pub use service::TasksService;
 pub use worker::WorkerHandle;
 
 use backend::redis::RedisSettings;
@@ -68,7 +69,7 @@ use backend::redis::RedisSettings;
 /// The tasks module: its service, its routes and its workers.
 #[derive(Clone)]
 pub struct TasksModule {
-    service: Arc<TaskService>,
+    service: Arc<TasksService>,
     /// `TASKS_BACKEND=auto` found no Redis and fell back to memory.
     fell_back: bool,
     /// The Redis pool when the queue runs on Redis.
@@ -146,7 +147,7 @@ impl TasksModule {
         backend: Arc<dyn TaskBackend>,
         random: Arc<dyn RandomSource>,
     ) -> TasksModule {
-        let service = Arc::new(TaskService::new(config, backend, random));
+        let service = Arc::new(TasksService::new(config, backend, random));
         if let Err(e) = builtin::register_builtins(&service) {
             tracing::error!(error = %e, "built-in tasks could not be registered");
         }
@@ -172,7 +173,7 @@ impl TasksModule {
         self.service.config()
     }
 
-    pub fn service(&self) -> Arc<TaskService> {
+    pub fn service(&self) -> Arc<TasksService> {
         self.service.clone()
     }
 

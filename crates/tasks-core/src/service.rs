@@ -36,20 +36,20 @@ pub struct Overview {
 
 /// Enqueues and reads tasks; shared by the HTTP handlers, the CLI, the workers and other modules
 /// (through [`JobQueue`]).
-pub struct TaskService {
+pub struct TasksService {
     backend: Arc<dyn TaskBackend>,
     registry: Registry,
     config: TasksConfig,
     random: Arc<dyn RandomSource>,
 }
 
-impl TaskService {
-    pub fn new(
+impl TasksService {
+    pub(crate) fn new(
         config: TasksConfig,
         backend: Arc<dyn TaskBackend>,
         random: Arc<dyn RandomSource>,
-    ) -> TaskService {
-        TaskService {
+    ) -> TasksService {
+        TasksService {
             backend,
             registry: Registry::default(),
             config,
@@ -160,8 +160,8 @@ impl TaskService {
 }
 
 #[async_trait::async_trait]
-impl JobQueue for TaskService {
+impl JobQueue for TasksService {
     async fn enqueue(&self, request: EnqueueRequest) -> Result<String, JobError> {
-        Ok(TaskService::enqueue(self, request).await?.record.task_id)
+        Ok(TasksService::enqueue(self, request).await?.record.task_id)
     }
 }

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::backend::TaskBackend;
 use crate::domain::{Lease, Outcome};
 use crate::registry::TaskDefinition;
-use crate::service::TaskService;
+use crate::service::TasksService;
 
 type Running = Arc<Mutex<HashMap<String, Lease>>>;
 
@@ -81,7 +81,7 @@ fn consumer_name() -> String {
 }
 
 /// Starts one loop per queue (must run inside a Tokio runtime).
-pub(crate) fn start(service: Arc<TaskService>, queues: Vec<String>) -> WorkerHandle {
+pub(crate) fn start(service: Arc<TasksService>, queues: Vec<String>) -> WorkerHandle {
     let consumer = consumer_name();
     let (stop, stopped) = watch::channel(None);
     let loops = queues
@@ -110,7 +110,7 @@ fn lock(running: &Running) -> MutexGuard<'_, HashMap<String, Lease>> {
 }
 
 async fn queue_loop(
-    service: Arc<TaskService>,
+    service: Arc<TasksService>,
     queue: String,
     consumer: String,
     mut stop: watch::Receiver<Option<Instant>>,
@@ -213,7 +213,7 @@ async fn queue_loop(
 }
 
 async fn run_job(
-    service: Arc<TaskService>,
+    service: Arc<TasksService>,
     lease: Lease,
     _permit: OwnedSemaphorePermit,
     running: Running,
