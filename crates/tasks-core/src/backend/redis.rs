@@ -33,94 +33,27 @@ const PROMOTE_BATCH: usize = 1000;
 /// Idle consumers without pending jobs are forgotten after this long.
 const CONSUMER_IDLE_FORGET: Duration = Duration::from_secs(3600);
 
-const TIME_MS: &str = "local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-";
+const TIME_MS: &str = include_str!("lua/time_ms.lua");
 
 /// KEYS: job, stream, delayed. ARGV: task id, delay ms, then field/value pairs of the hash.
-const ENQUEUE: &str = "redis.call('HSET', KEYS[1], unpack(ARGV, 3))
-local delay = tonumber(ARGV[2])
-if delay > 0 then
-  __TIME__
-  redis.call('ZADD', KEYS[3], now_ms + delay, ARGV[1])
-else
-  redis.call('XADD', KEYS[2], '*', 'task_id', ARGV[1])
-end
-return 1";
+const ENQUEUE: &str = include_str!("lua/enqueue.lua");
 
 /// KEYS: delayed, stream. ARGV: batch size. Returns ms until the next delayed job (-1: none).
-const PROMOTE: &str = "__TIME__
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[1]))
-for _, id in ipairs(ids) do
-  redis.call('XADD', KEYS[2], '*', 'task_id', id)
-  redis.call('ZREM', KEYS[1], id)
-end
-local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if #nxt == 0 then return -1 end
-local wait = tonumber(nxt[2]) - now_ms
-if wait < 0 then return 0 end
-return wait";
+const PROMOTE: &str = include_str!("lua/promote.lua");
 
 /// KEYS: job, stream. ARGV: entry id, group, token, now (RFC 3339), max tries, keep ms.
 /// Returns {attempt, task_name, args, kwargs}, or nil when the entry has nothing to run.
-const START: &str = "local function drop()
-  redis.call('XACK', KEYS[2], ARGV[2], ARGV[1])
-  redis.call('XDEL', KEYS[2], ARGV[1])
-end
-if redis.call('EXISTS', KEYS[1]) == 0 then drop() return false end
-local status = redis.call('HGET', KEYS[1], 'status')
-if status ~= 'queued' and status ~= 'in_progress' then drop() return false end
-local attempts = tonumber(redis.call('HGET', KEYS[1], 'attempts') or '0')
-if status == 'in_progress' and attempts >= tonumber(ARGV[5]) then
-  local err = 'The worker running the task stopped before it finished (attempt '
-    .. attempts .. ' of ' .. ARGV[5] .. ')'
-  redis.call('HSET', KEYS[1], 'status', 'failed', 'error', err, 'finished_at', ARGV[4])
-  redis.call('HDEL', KEYS[1], 'lease')
-  redis.call('PEXPIRE', KEYS[1], ARGV[6])
-  drop()
-  return false
-end
-attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
-redis.call('HSET', KEYS[1], 'status', 'in_progress', 'lease', ARGV[3], 'started_at', ARGV[4])
-return {tostring(attempts), redis.call('HGET', KEYS[1], 'task_name'),
-        redis.call('HGET', KEYS[1], 'args'), redis.call('HGET', KEYS[1], 'kwargs')}";
+const START: &str = include_str!("lua/start.lua");
 
 /// KEYS: job, stream. ARGV: entry id, group, consumer, token. Renews a held lease.
-const HEARTBEAT: &str = "if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[4] then return 0 end
-redis.call('XCLAIM', KEYS[2], ARGV[2], ARGV[3], 0, ARGV[1], 'JUSTID')
-return 1";
+const HEARTBEAT: &str = include_str!("lua/heartbeat.lua");
 
 /// KEYS: job, stream, delayed. ARGV: entry id, group, token, mode, payload, now (RFC 3339),
 /// keep ms, delay ms, task id. Modes: completed, failed, retry, release.
-const FINISH: &str = "if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[3] then return 0 end
-redis.call('HDEL', KEYS[1], 'lease')
-local mode = ARGV[4]
-if mode == 'completed' then
-  redis.call('HSET', KEYS[1], 'status', 'completed', 'result', ARGV[5], 'finished_at', ARGV[6])
-  redis.call('HDEL', KEYS[1], 'error')
-  redis.call('PEXPIRE', KEYS[1], ARGV[7])
-elseif mode == 'failed' then
-  redis.call('HSET', KEYS[1], 'status', 'failed', 'error', ARGV[5], 'finished_at', ARGV[6])
-  redis.call('PEXPIRE', KEYS[1], ARGV[7])
-elseif mode == 'retry' then
-  redis.call('HSET', KEYS[1], 'status', 'queued', 'error', ARGV[5])
-  __TIME__
-  redis.call('ZADD', KEYS[3], now_ms + tonumber(ARGV[8]), ARGV[9])
-else
-  redis.call('HSET', KEYS[1], 'status', 'queued')
-  redis.call('HINCRBY', KEYS[1], 'attempts', -1)
-  redis.call('HDEL', KEYS[1], 'started_at')
-  redis.call('XADD', KEYS[2], '*', 'task_id', ARGV[9])
-end
-redis.call('XACK', KEYS[2], ARGV[2], ARGV[1])
-redis.call('XDEL', KEYS[2], ARGV[1])
-return 1";
+const FINISH: &str = include_str!("lua/finish.lua");
 
 /// KEYS: stream. ARGV: group, consumer. Deletes the consumer when it holds nothing.
-const FORGET_CONSUMER: &str =
-    "local p = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
-if #p == 0 then return redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2]) end
-return -1";
+const FORGET_CONSUMER: &str = include_str!("lua/forget_consumer.lua");
 
 fn script(body: &str) -> String {
     body.replace("__TIME__", TIME_MS)

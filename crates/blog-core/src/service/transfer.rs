@@ -1,0 +1,415 @@
+//! Export (zip of Markdown files or a JSON array, streamed from the database in batches) and
+//! import (files parsed off the executor, written in chunks or one all-or-nothing transaction).
+
+use super::*;
+
+/// Posts read from the database per round trip while exporting.
+const EXPORT_BATCH: i64 = 200;
+/// Imported posts written per transaction (except under `on_conflict=fail`, where the whole
+/// batch is one transaction).
+const IMPORT_CHUNK: usize = 100;
+
+/// What an import did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = blog::ImportResult)]
+pub struct ImportResult {
+    pub created: u64,
+    pub updated: u64,
+    pub skipped: u64,
+    pub failed: u64,
+    pub errors: Vec<ImportErrorItem>,
+}
+
+/// Why one post of an import did not land.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = blog::ImportErrorItem)]
+pub struct ImportErrorItem {
+    /// The file (or zip entry, or `file.json[index]`) the post came from.
+    pub file: String,
+    /// The post's slug, or empty when it could not be worked out.
+    pub slug: String,
+    pub message: String,
+}
+
+/// What an import does with a post whose slug exists (matched against posts of any status).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnConflict {
+    /// Leave the stored post alone (counted in `skipped`).
+    #[default]
+    Skip,
+    /// Replace every field of the stored post (author and created_at only when given).
+    Overwrite,
+    /// Stop: nothing of the batch is kept.
+    Fail,
+}
+
+impl OnConflict {
+    pub fn parse(raw: &str) -> Option<OnConflict> {
+        match raw {
+            "skip" => Some(OnConflict::Skip),
+            "overwrite" => Some(OnConflict::Overwrite),
+            "fail" => Some(OnConflict::Fail),
+            _ => None,
+        }
+    }
+}
+
+/// How far an import is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportProgress {
+    /// Posts handled so far (created, updated, skipped or failed).
+    pub processed: usize,
+    /// Posts in the upload.
+    pub total: usize,
+}
+
+/// Called after each post of an import (e.g. to draw a progress bar).
+pub type ProgressFn = Arc<dyn Fn(ImportProgress) + Send + Sync>;
+
+#[derive(Clone, Default)]
+pub struct ImportOptions {
+    pub on_conflict: OnConflict,
+    /// The importing user: `author_id` of new posts, and their `author_name` when the file names
+    /// no author.
+    pub author: Author,
+    pub progress: Option<ProgressFn>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportOptions {
+    pub format: ExportFormat,
+    /// Only posts of this status; every post when `None`.
+    pub status: Option<PostStatus>,
+}
+
+/// A finished export in an anonymous temporary file (removed when dropped), positioned at its
+/// start.
+#[derive(Debug)]
+pub struct ExportFile {
+    pub file: std::fs::File,
+    pub len: u64,
+    pub posts: usize,
+    pub format: ExportFormat,
+}
+
+impl ExportFile {
+    /// `blog-export.json` or `blog-export.zip`.
+    pub fn file_name(&self) -> &'static str {
+        self.format.file_name()
+    }
+
+    pub fn content_type(&self) -> &'static str {
+        self.format.content_type()
+    }
+}
+
+impl BlogServiceImpl {
+    /// Writes an export through a blocking writer fed with batches from the database, so that
+    /// only a couple of batches are in memory at once.
+    async fn export_into<F>(
+        &self,
+        options: ExportOptions,
+        open: F,
+    ) -> Result<(std::fs::File, usize), BlogError>
+    where
+        F: FnOnce() -> std::io::Result<std::fs::File> + Send + 'static,
+    {
+        let (sender, mut receiver) = tokio::sync::mpsc::channel::<Vec<ExportedPost>>(2);
+        let format = options.format;
+        let writer = tokio::task::spawn_blocking(
+            move || -> Result<(std::fs::File, usize), ExportWriteError> {
+                let file = open()?;
+                let batches = std::iter::from_fn(|| receiver.blocking_recv());
+                let buffered = BufWriter::new(file);
+                let (buffered, count) = match format {
+                    ExportFormat::Json => write_json(buffered, batches)?,
+                    ExportFormat::Markdown => write_zip(buffered, batches)?,
+                };
+                let file = buffered.into_inner().map_err(|e| e.into_error())?;
+                Ok((file, count))
+            },
+        );
+        let status = options.status.map(PostStatus::as_str);
+        let pool = self.pool.clone();
+        let feed = async move {
+            let mut cursor = None;
+            loop {
+                let posts = {
+                    let mut pooled = pool.get().await?;
+                    let mut conn = pooled.conn();
+                    let rows = store::posts_after(&mut conn, status, cursor, EXPORT_BATCH).await?;
+                    cursor = rows.last().map(|r| (r.created_at, r.id));
+                    Self::with_tags(&mut conn, rows).await?
+                };
+                let full = posts.len() as i64 == EXPORT_BATCH;
+                if !posts.is_empty() {
+                    let batch = posts.into_iter().map(ExportedPost::from).collect();
+                    if sender.send(batch).await.is_err() {
+                        break; // the writer failed; its error is reported below
+                    }
+                }
+                if !full {
+                    break;
+                }
+            }
+            Ok::<(), BlogError>(())
+        };
+        let fed = feed.await;
+        let written = writer
+            .await
+            .map_err(|e| BlogError::Internal(format!("export writer: {e}")))?
+            .map_err(|e| BlogError::Internal(format!("export writer: {e}")));
+        fed?;
+        written
+    }
+
+    async fn store_items(
+        &self,
+        items: Vec<ParsedItem>,
+        options: ImportOptions,
+    ) -> Result<ImportResult, BlogError> {
+        let total = items.len();
+        let mut run = ImportRun {
+            result: ImportResult::default(),
+            tags: HashMap::new(),
+            options,
+            now: kernel::time::now(),
+            processed: 0,
+            total,
+        };
+        if run.options.on_conflict == OnConflict::Fail {
+            let run = &mut run;
+            write_tx!(&self.pool, BlogError, |tx| {
+                for item in &items {
+                    run.store(tx, item).await?;
+                }
+                Ok(())
+            })?;
+        } else {
+            for chunk in items.chunks(IMPORT_CHUNK) {
+                let run = &mut run;
+                write_tx!(&self.pool, BlogError, |tx| {
+                    for item in chunk {
+                        run.store(tx, item).await?;
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(run.result)
+    }
+
+    pub(super) async fn export(&self, options: ExportOptions) -> Result<ExportFile, BlogError> {
+        let (file, posts) = self.export_into(options, tempfile::tempfile).await?;
+        let (file, len) = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
+            let mut file = file;
+            let len = file.seek(SeekFrom::End(0))?;
+            file.seek(SeekFrom::Start(0))?;
+            Ok((file, len))
+        })
+        .await
+        .map_err(join_error)??;
+        Ok(ExportFile {
+            file,
+            len,
+            posts,
+            format: options.format,
+        })
+    }
+
+    pub(super) async fn export_to_path(
+        &self,
+        options: ExportOptions,
+        path: &Path,
+    ) -> Result<usize, BlogError> {
+        let path = path.to_owned();
+        let (file, posts) = self
+            .export_into(options, move || std::fs::File::create(path))
+            .await?;
+        tokio::task::spawn_blocking(move || file.sync_all())
+            .await
+            .map_err(join_error)??;
+        Ok(posts)
+    }
+
+    pub(super) async fn export_bytes(&self, options: ExportOptions) -> Result<Vec<u8>, BlogError> {
+        let export = self.export(options).await?;
+        tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
+            let mut bytes = Vec::with_capacity(usize::try_from(export.len).unwrap_or(0));
+            let mut file = export.file;
+            file.read_to_end(&mut bytes)?;
+            Ok(bytes)
+        })
+        .await
+        .map_err(join_error)?
+        .map_err(BlogError::from)
+    }
+
+    pub(super) async fn import_bytes(
+        &self,
+        file_name: &str,
+        bytes: Vec<u8>,
+        options: ImportOptions,
+    ) -> Result<ImportResult, BlogError> {
+        let limits = self.limits;
+        let name = file_name.to_owned();
+        let now = kernel::time::now();
+        let items = tokio::task::spawn_blocking(move || parse_upload(&name, &bytes, limits, now))
+            .await
+            .map_err(join_error)??;
+        self.store_items(items, options).await
+    }
+
+    pub(super) async fn import_path(
+        &self,
+        path: &Path,
+        options: ImportOptions,
+    ) -> Result<ImportResult, BlogError> {
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|e| UploadError::Unreadable(format!("{}: {e}", path.display())))?;
+        self.import_bytes(&file_name, bytes, options).await
+    }
+}
+
+/// The state of one import while its posts are written.
+struct ImportRun {
+    result: ImportResult,
+    /// Tag slug → tag id, for tags met (or created) so far.
+    tags: HashMap<String, i64>,
+    options: ImportOptions,
+    now: NaiveDateTime,
+    processed: usize,
+    total: usize,
+}
+
+impl ImportRun {
+    fn fail(&mut self, file: &str, slug: &str, message: String) {
+        self.result.failed += 1;
+        self.result.errors.push(ImportErrorItem {
+            file: file.to_owned(),
+            slug: slug.to_owned(),
+            message,
+        });
+    }
+
+    async fn store(&mut self, tx: &mut DbConn<'_>, item: &ParsedItem) -> Result<(), BlogError> {
+        let outcome = match &item.post {
+            Err(e) => {
+                self.fail(&item.file, &e.slug, e.message.clone());
+                Ok(())
+            }
+            Ok(post) => self.store_post(tx, &item.file, post).await,
+        };
+        self.processed += 1;
+        if let Some(progress) = &self.options.progress {
+            progress(ImportProgress {
+                processed: self.processed,
+                total: self.total,
+            });
+        }
+        outcome
+    }
+
+    async fn store_post(
+        &mut self,
+        tx: &mut DbConn<'_>,
+        file: &str,
+        post: &IncomingPost,
+    ) -> Result<(), BlogError> {
+        let existing = store::find_post_by_slug(tx, &post.slug).await?;
+        let post_id = match (existing, self.options.on_conflict) {
+            (Some(_), OnConflict::Skip) => {
+                self.result.skipped += 1;
+                return Ok(());
+            }
+            (Some(_), OnConflict::Fail) => {
+                let message = format!("Post slug already exists: {}", post.slug);
+                self.fail(file, &post.slug, message);
+                return Err(BlogError::ImportConflict {
+                    slug: post.slug.clone(),
+                    result: Box::new(self.result.clone()),
+                });
+            }
+            (Some(row), OnConflict::Overwrite) => {
+                let changes = PostChanges {
+                    title: Some(&post.title),
+                    slug: Some(&post.slug),
+                    excerpt: Some(post.excerpt.as_deref()),
+                    content: Some(&post.content),
+                    status: Some(post.status.as_str()),
+                    author_name: post.author_name.as_deref().map(Some),
+                    seo_title: Some(post.seo_title.as_deref()),
+                    seo_description: Some(post.seo_description.as_deref()),
+                    hero_image_url: Some(post.hero_image_url.as_deref()),
+                    created_at: post.created_at,
+                    updated_at: Some(post.updated_at.unwrap_or(self.now)),
+                    published_at: Some(post.published_at),
+                };
+                store::update_post(tx, row.id, &changes).await?;
+                self.result.updated += 1;
+                row.id
+            }
+            (None, _) => {
+                let author_name =
+                    post.author_name
+                        .as_deref()
+                        .or(self.options.author.name.as_deref());
+                let new = NewPostRow {
+                    title: &post.title,
+                    slug: &post.slug,
+                    excerpt: post.excerpt.as_deref(),
+                    content: &post.content,
+                    status: post.status.as_str(),
+                    author_id: self.options.author.id,
+                    author_name,
+                    seo_title: post.seo_title.as_deref(),
+                    seo_description: post.seo_description.as_deref(),
+                    hero_image_url: post.hero_image_url.as_deref(),
+                    created_at: post.created_at.unwrap_or(self.now),
+                    updated_at: post.updated_at.unwrap_or(self.now),
+                    published_at: post.published_at,
+                };
+                let row = store::insert_post(tx, &new).await?;
+                self.result.created += 1;
+                row.id
+            }
+        };
+        let mut tag_ids = Vec::with_capacity(post.tags.len());
+        for tag in &post.tags {
+            let id = match self.tags.get(&tag.slug) {
+                Some(id) => *id,
+                None => {
+                    let key = tag_name_key(&tag.name);
+                    let found = match store::find_tag_by_slug(tx, &tag.slug).await? {
+                        Some(t) => Some(t),
+                        None => store::find_tag_by_name_key(tx, &key).await?,
+                    };
+                    let id = match found {
+                        Some(t) => t.id,
+                        None => {
+                            let new = NewTagRow {
+                                name: &tag.name,
+                                name_key: &key,
+                                slug: &tag.slug,
+                                created_at: self.now,
+                            };
+                            store::insert_tag(tx, &new).await?.id
+                        }
+                    };
+                    self.tags.insert(tag.slug.clone(), id);
+                    id
+                }
+            };
+            if !tag_ids.contains(&id) {
+                tag_ids.push(id);
+            }
+        }
+        store::set_post_tags(tx, post_id, &tag_ids).await?;
+        Ok(())
+    }
+}

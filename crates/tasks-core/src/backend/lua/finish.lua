@@ -1,0 +1,25 @@
+-- KEYS: job, stream, delayed. ARGV: entry id, group, token, mode, payload, now (RFC 3339),
+-- keep ms, delay ms, task id. Modes: completed, failed, retry, release.
+if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[3] then return 0 end
+redis.call('HDEL', KEYS[1], 'lease')
+local mode = ARGV[4]
+if mode == 'completed' then
+  redis.call('HSET', KEYS[1], 'status', 'completed', 'result', ARGV[5], 'finished_at', ARGV[6])
+  redis.call('HDEL', KEYS[1], 'error')
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
+elseif mode == 'failed' then
+  redis.call('HSET', KEYS[1], 'status', 'failed', 'error', ARGV[5], 'finished_at', ARGV[6])
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
+elseif mode == 'retry' then
+  redis.call('HSET', KEYS[1], 'status', 'queued', 'error', ARGV[5])
+  __TIME__
+  redis.call('ZADD', KEYS[3], now_ms + tonumber(ARGV[8]), ARGV[9])
+else
+  redis.call('HSET', KEYS[1], 'status', 'queued')
+  redis.call('HINCRBY', KEYS[1], 'attempts', -1)
+  redis.call('HDEL', KEYS[1], 'started_at')
+  redis.call('XADD', KEYS[2], '*', 'task_id', ARGV[9])
+end
+redis.call('XACK', KEYS[2], ARGV[2], ARGV[1])
+redis.call('XDEL', KEYS[2], ARGV[1])
+return 1
