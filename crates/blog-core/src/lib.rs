@@ -107,6 +107,19 @@ impl BuildModule for BlogModule {
             max_ratio: config.import_max_ratio,
         };
         let service = Arc::new(BlogServiceImpl::new(deps.pool.clone(), limits));
+        match service.render_missing().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                posts = n,
+                "rendered the Markdown of posts stored before rendering existed"
+            ),
+            Err(e) => {
+                return Err(ModuleError::new(
+                    Self::NAME,
+                    format!("rendering stored posts: {e}"),
+                ));
+            }
+        }
         let state = web::Data::new(http::BlogState {
             service: service.clone(),
             protection,

@@ -16,6 +16,8 @@ diesel::table! {
         created_at -> Timestamp,
         updated_at -> Timestamp,
         published_at -> Nullable<Timestamp>,
+        content_html -> Text,
+        derived_excerpt -> Text,
     }
 }
 

@@ -26,6 +26,8 @@ pub struct PostRow {
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
     pub published_at: Option<NaiveDateTime>,
+    pub content_html: String,
+    pub derived_excerpt: String,
 }
 
 #[derive(Debug, Insertable)]
@@ -44,6 +46,8 @@ pub struct NewPostRow<'a> {
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
     pub published_at: Option<NaiveDateTime>,
+    pub content_html: &'a str,
+    pub derived_excerpt: &'a str,
 }
 
 /// A change to a post: `None` leaves a column alone; `Some(None)` sets a nullable column to NULL.
@@ -62,6 +66,8 @@ pub struct PostChanges<'a> {
     pub created_at: Option<NaiveDateTime>,
     pub updated_at: Option<NaiveDateTime>,
     pub published_at: Option<Option<NaiveDateTime>>,
+    pub content_html: Option<&'a str>,
+    pub derived_excerpt: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Queryable, Selectable)]
@@ -247,6 +253,44 @@ pub async fn posts_after(
             .limit(limit)
             .select(PostRow::as_select())
             .load(c)
+            .await
+    })
+}
+
+/// Posts with content but no rendered HTML (written before rendering existed), after `after_id`,
+/// as (id, content), by id.
+pub async fn unrendered_posts(
+    conn: &mut DbConn<'_>,
+    after_id: i64,
+    limit: i64,
+) -> QueryResult<Vec<(i64, String)>> {
+    with_conn!(conn, |c| {
+        blog_posts::table
+            .filter(blog_posts::id.gt(after_id))
+            .filter(blog_posts::content_html.eq(""))
+            .filter(blog_posts::content.ne(""))
+            .order(blog_posts::id)
+            .limit(limit)
+            .select((blog_posts::id, blog_posts::content))
+            .load(c)
+            .await
+    })
+}
+
+/// Stores a post's rendering without touching anything else (`updated_at` included).
+pub async fn set_rendered(
+    conn: &mut DbConn<'_>,
+    id: i64,
+    html: &str,
+    excerpt: &str,
+) -> QueryResult<usize> {
+    with_conn!(conn, |c| {
+        diesel::update(blog_posts::table.find(id))
+            .set((
+                blog_posts::content_html.eq(html),
+                blog_posts::derived_excerpt.eq(excerpt),
+            ))
+            .execute(c)
             .await
     })
 }

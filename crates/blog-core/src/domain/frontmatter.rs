@@ -5,6 +5,7 @@
 use chrono::{DateTime, NaiveDate, NaiveDateTime, SubsecRound};
 use serde_json::{Map, Value};
 
+use super::markdown::Rendered;
 use super::post::{Checker, PostStatus};
 use super::slug::{EMPTY_SLUG, POST_SLUG_MAX, TAG_SLUG_MAX, slugify, title_from_slug};
 
@@ -31,6 +32,8 @@ pub struct IncomingPost {
     pub seo_description: Option<String>,
     pub hero_image_url: Option<String>,
     pub tags: Vec<IncomingTag>,
+    /// The content rendered (filled in off the executor, once the upload is parsed).
+    pub rendered: Rendered,
 }
 
 /// Why one imported post was refused; the others still land.
@@ -675,6 +678,7 @@ fn build(
         seo_description,
         hero_image_url,
         tags,
+        rendered: Rendered::default(),
     })
 }
 

@@ -3,6 +3,7 @@
 
 pub mod export;
 pub mod frontmatter;
+pub mod markdown;
 pub mod post;
 pub mod slug;
 pub mod upload;

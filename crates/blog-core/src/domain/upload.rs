@@ -87,18 +87,23 @@ pub fn parse_upload(
     limits: ZipLimits,
     now: NaiveDateTime,
 ) -> Result<Vec<ParsedItem>, UploadError> {
-    match UploadKind::of(file_name).ok_or(UploadError::Unsupported)? {
+    let mut items = match UploadKind::of(file_name).ok_or(UploadError::Unsupported)? {
         UploadKind::Markdown => {
             let text = std::str::from_utf8(bytes)
                 .map_err(|_| UploadError::InvalidUtf8(file_name.to_owned()))?;
-            Ok(vec![ParsedItem {
+            vec![ParsedItem {
                 file: file_name.to_owned(),
                 post: parse_markdown(file_name, text, now),
-            }])
+            }]
         }
-        UploadKind::Json => parse_json(file_name, bytes, now),
-        UploadKind::Zip => parse_zip(bytes, limits, now),
+        UploadKind::Json => parse_json(file_name, bytes, now)?,
+        UploadKind::Zip => parse_zip(bytes, limits, now)?,
+    };
+    // Rendered here, on the parsing thread, rather than while the posts are written.
+    for post in items.iter_mut().filter_map(|item| item.post.as_mut().ok()) {
+        post.rendered = super::markdown::render(&post.content);
     }
+    Ok(items)
 }
 
 fn parse_json(

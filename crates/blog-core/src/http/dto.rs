@@ -35,9 +35,14 @@ pub struct BlogPostResponse {
     pub id: i64,
     pub title: String,
     pub slug: String,
+    /// The post's excerpt; when it has none, plain text from the start of the content (up to
+    /// 200 characters); null only when neither has any text.
     pub excerpt: Option<String>,
     /// Markdown.
     pub content: String,
+    /// The content rendered to HTML when the post was written (GitHub-flavoured Markdown; raw
+    /// HTML in the Markdown is escaped, shown as text).
+    pub content_html: String,
     pub status: PostStatus,
     pub author_id: Option<i64>,
     pub author_name: Option<String>,
@@ -57,8 +62,11 @@ impl From<Post> for BlogPostResponse {
             id: p.id,
             title: p.title,
             slug: p.slug,
-            excerpt: p.excerpt,
+            excerpt: p
+                .excerpt
+                .or_else(|| Some(p.derived_excerpt).filter(|e| !e.is_empty())),
             content: p.content,
+            content_html: p.content_html,
             status: p.status,
             author_id: p.author_id,
             author_name: p.author_name,

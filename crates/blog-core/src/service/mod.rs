@@ -26,6 +26,7 @@ use crate::domain::export::{
     ExportFormat, ExportWriteError, ExportedPost, ExportedTag, write_json, write_zip,
 };
 use crate::domain::frontmatter::IncomingPost;
+use crate::domain::markdown::{self, Rendered};
 use crate::domain::post::{self, Checker, PostStatus, tag_name_key};
 use crate::domain::slug::{POST_SLUG_MAX, TAG_SLUG_MAX, slugify};
 use crate::domain::upload::{ParsedItem, UploadError, ZipLimits, parse_upload};
@@ -92,6 +93,10 @@ pub struct Post {
     pub seo_title: Option<String>,
     pub seo_description: Option<String>,
     pub hero_image_url: Option<String>,
+    /// The content rendered to HTML (raw HTML escaped).
+    pub content_html: String,
+    /// Plain text from the start of the content, for posts without an excerpt.
+    pub derived_excerpt: String,
     /// Ordered by name.
     pub tags: Vec<Tag>,
 }
@@ -303,8 +308,27 @@ fn assemble(row: PostRow, mut tags: Vec<TagRow>) -> Post {
         seo_title: row.seo_title,
         seo_description: row.seo_description,
         hero_image_url: row.hero_image_url,
+        content_html: row.content_html,
+        derived_excerpt: row.derived_excerpt,
         tags: tags.into_iter().map(Tag::from).collect(),
     }
+}
+
+/// Content this long or longer is rendered on the blocking pool, not on the executor.
+const RENDER_INLINE_MAX: usize = 16 * 1024;
+
+/// Renders a post's content; hands it back with what it rendered to.
+async fn render(content: String) -> Result<(String, Rendered), BlogError> {
+    if content.len() < RENDER_INLINE_MAX {
+        let rendered = markdown::render(&content);
+        return Ok((content, rendered));
+    }
+    tokio::task::spawn_blocking(move || {
+        let rendered = markdown::render(&content);
+        (content, rendered)
+    })
+    .await
+    .map_err(join_error)
 }
 
 /// Tags by name, case-insensitively, the same on both databases (which collate differently).

@@ -75,6 +75,7 @@ impl BlogServiceImpl {
             input.hero_image_url.as_deref(),
         );
         done(check, ())?;
+        let (content, rendered) = render(content).await?;
         let now = kernel::time::now();
         let tag_slugs = input.tag_slugs.unwrap_or_default();
         let result = write_tx!(&self.pool, BlogError, |tx| {
@@ -96,6 +97,8 @@ impl BlogServiceImpl {
                 created_at: now,
                 updated_at: now,
                 published_at: None,
+                content_html: &rendered.html,
+                derived_excerpt: &rendered.excerpt,
             };
             let row = store::insert_post(tx, &new).await?;
             store::set_post_tags(tx, row.id, &tag_ids).await?;
@@ -125,6 +128,13 @@ impl BlogServiceImpl {
             flat(&patch.hero_image_url),
         );
         done(check, ())?;
+        let (content, rendered) = match patch.content {
+            Some(content) => {
+                let (content, rendered) = render(content).await?;
+                (Some(content), Some(rendered))
+            }
+            None => (None, None),
+        };
         let now = kernel::time::now();
         let result = write_tx!(&self.pool, BlogError, |tx| {
             let current = store::find_post(tx, id)
@@ -144,7 +154,9 @@ impl BlogServiceImpl {
                 title: title.as_deref(),
                 slug: slug.as_deref(),
                 excerpt: nullable(&patch.excerpt),
-                content: patch.content.as_deref(),
+                content: content.as_deref(),
+                content_html: rendered.as_ref().map(|r| r.html.as_str()),
+                derived_excerpt: rendered.as_ref().map(|r| r.excerpt.as_str()),
                 seo_title: nullable(&patch.seo_title),
                 seo_description: nullable(&patch.seo_description),
                 hero_image_url: nullable(&patch.hero_image_url),
@@ -217,6 +229,43 @@ impl BlogServiceImpl {
             Err(BlogError::PostNotFound)
         } else {
             Ok(())
+        }
+    }
+
+    /// Renders the posts stored before rendering existed (their HTML is empty), in batches;
+    /// returns how many it rendered. Runs when the module starts.
+    pub(crate) async fn render_missing(&self) -> Result<usize, BlogError> {
+        const BATCH: i64 = 100;
+        let mut after_id = 0;
+        let mut rendered = 0;
+        loop {
+            let batch = {
+                let mut pooled = self.pool.get().await?;
+                store::unrendered_posts(&mut pooled.conn(), after_id, BATCH).await?
+            };
+            let Some((last_id, _)) = batch.last() else {
+                return Ok(rendered);
+            };
+            after_id = *last_id;
+            let count = batch.len();
+            let done = tokio::task::spawn_blocking(move || {
+                batch
+                    .into_iter()
+                    .map(|(id, content)| (id, markdown::render(&content)))
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .map_err(join_error)?;
+            write_tx!(&self.pool, BlogError, |tx| {
+                for (id, r) in &done {
+                    store::set_rendered(tx, *id, &r.html, &r.excerpt).await?;
+                }
+                Ok(())
+            })?;
+            rendered += count;
+            if (count as i64) < BATCH {
+                return Ok(rendered);
+            }
         }
     }
 }

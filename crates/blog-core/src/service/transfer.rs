@@ -349,6 +349,8 @@ impl ImportRun {
                     created_at: post.created_at,
                     updated_at: Some(post.updated_at.unwrap_or(self.now)),
                     published_at: Some(post.published_at),
+                    content_html: Some(&post.rendered.html),
+                    derived_excerpt: Some(&post.rendered.excerpt),
                 };
                 store::update_post(tx, row.id, &changes).await?;
                 self.result.updated += 1;
@@ -373,6 +375,8 @@ impl ImportRun {
                     created_at: post.created_at.unwrap_or(self.now),
                     updated_at: post.updated_at.unwrap_or(self.now),
                     published_at: post.published_at,
+                    content_html: &post.rendered.html,
+                    derived_excerpt: &post.rendered.excerpt,
                 };
                 let row = store::insert_post(tx, &new).await?;
                 self.result.created += 1;

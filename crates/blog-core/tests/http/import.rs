@@ -293,9 +293,8 @@ async fn on_conflict_skip_overwrite_and_fail(db: TestDb) {
     assert_eq!(stored["status"], "published");
     assert_eq!(stored["published_at"], "2024-01-01T00:00:00.000000Z");
     assert_eq!(
-        stored["excerpt"],
-        Value::Null,
-        "replaced by the file's (absent) excerpt"
+        stored["excerpt"], "Replaced",
+        "the file's (absent) excerpt replaced the stored one: derived from the content"
     );
     assert_eq!(
         (&stored["author_name"], &stored["created_at"]),

@@ -295,3 +295,4 @@ mod import;
 mod lists;
 mod posts;
 mod protection;
+mod rendering;
