@@ -21,6 +21,7 @@ pub mod pagination;
 pub mod redis;
 pub mod signals;
 pub mod time;
+pub mod validation;
 
 #[cfg(feature = "testing")]
 pub mod testing;
