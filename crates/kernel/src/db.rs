@@ -283,6 +283,14 @@ impl<DB: diesel::backend::Backend> MigrationSource<DB> for Source {
     }
 }
 
+impl DbError {
+    /// True when the query failed on a unique constraint (the same kind on both backends): the
+    /// usual way to answer 409 for a name or slug taken by a concurrent write.
+    pub fn is_unique_violation(&self) -> bool {
+        matches!(self, DbError::Query(e) if is_unique_violation(e))
+    }
+}
+
 /// True when a query failed on a unique constraint (the same kind on both backends).
 pub fn is_unique_violation(e: &QueryError) -> bool {
     matches!(

@@ -105,11 +105,7 @@ impl BlogServiceImpl {
             Self::load_post(tx, row).await
         });
         match result {
-            Err(BlogError::Db(kernel::DbError::Query(e)))
-                if kernel::db::is_unique_violation(&e) =>
-            {
-                Err(BlogError::PostSlugTaken(slug))
-            }
+            Err(BlogError::Db(e)) if e.is_unique_violation() => Err(BlogError::PostSlugTaken(slug)),
             other => other,
         }
     }
@@ -172,9 +168,7 @@ impl BlogServiceImpl {
             Self::load_post(tx, row).await
         });
         match result {
-            Err(BlogError::Db(kernel::DbError::Query(e)))
-                if kernel::db::is_unique_violation(&e) =>
-            {
+            Err(BlogError::Db(e)) if e.is_unique_violation() => {
                 Err(BlogError::PostSlugTaken(slug.unwrap_or_default()))
             }
             other => other,

@@ -42,11 +42,7 @@ impl BlogServiceImpl {
             Ok(Tag::from(store::insert_tag(tx, &new).await?))
         });
         match result {
-            Err(BlogError::Db(kernel::DbError::Query(e)))
-                if kernel::db::is_unique_violation(&e) =>
-            {
-                Err(BlogError::TagTaken(slug))
-            }
+            Err(BlogError::Db(e)) if e.is_unique_violation() => Err(BlogError::TagTaken(slug)),
             other => other,
         }
     }
@@ -83,9 +79,7 @@ impl BlogServiceImpl {
             Ok(Tag::from(row))
         });
         match result {
-            Err(BlogError::Db(kernel::DbError::Query(e)))
-                if kernel::db::is_unique_violation(&e) =>
-            {
+            Err(BlogError::Db(e)) if e.is_unique_violation() => {
                 Err(BlogError::TagTaken(slug.unwrap_or_default()))
             }
             other => other,
