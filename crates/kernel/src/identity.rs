@@ -315,6 +315,76 @@ mod tests {
         assert_eq!(bearer_token(&req), None);
     }
 
+    struct Stub;
+
+    #[async_trait::async_trait]
+    impl Authenticator for Stub {
+        async fn authenticate(&self, token: &str) -> Result<Principal, AuthFailure> {
+            let role = match token {
+                "admin" => Role::Admin,
+                "user" => Role::User,
+                "inactive" => return Err(AuthFailure::Inactive),
+                _ => return Err(AuthFailure::InvalidCredentials),
+            };
+            Ok(Principal {
+                user_id: 1,
+                email: "a@example.com".into(),
+                full_name: None,
+                role,
+                is_active: true,
+            })
+        }
+    }
+
+    /// The status the extractors answer for a token (`None`: no header), with or without an
+    /// authenticator: 200 when they yield a caller or the module is open.
+    async fn statuses(authenticator: bool, token: Option<&str>) -> [u16; 3] {
+        use actix_web::{App, HttpResponse, test as atest};
+        let identity =
+            Identity::new(authenticator.then(|| Arc::new(Stub) as Arc<dyn Authenticator>));
+        let app = atest::init_service(
+            App::new()
+                .app_data(identity)
+                .route(
+                    "/active",
+                    web::get().to(|_: ActiveUser| async { HttpResponse::Ok().finish() }),
+                )
+                .route(
+                    "/admin",
+                    web::get().to(|_: MinRole<roles::Admin>| async { HttpResponse::Ok().finish() }),
+                )
+                .route(
+                    "/optional",
+                    web::get().to(|_: OptionalUser| async { HttpResponse::Ok().finish() }),
+                ),
+        )
+        .await;
+        let mut out = [0; 3];
+        for (i, path) in ["/active", "/admin", "/optional"].iter().enumerate() {
+            let mut req = atest::TestRequest::get().uri(path);
+            if let Some(t) = token {
+                req = req.insert_header((header::AUTHORIZATION, format!("Bearer {t}")));
+            }
+            out[i] = atest::call_service(&app, req.to_request())
+                .await
+                .status()
+                .as_u16();
+        }
+        out
+    }
+
+    #[actix_web::test]
+    async fn extractors_answer_the_spec_statuses() {
+        assert_eq!(statuses(true, None).await, [401, 401, 200]);
+        assert_eq!(statuses(true, Some("user")).await, [200, 403, 200]);
+        assert_eq!(statuses(true, Some("admin")).await, [200, 200, 200]);
+        assert_eq!(statuses(true, Some("inactive")).await, [401, 401, 401]);
+        assert_eq!(statuses(true, Some("forged")).await, [401, 401, 401]);
+        // Built without an authenticator: open, whatever is sent.
+        assert_eq!(statuses(false, None).await, [200, 200, 200]);
+        assert_eq!(statuses(false, Some("forged")).await, [200, 200, 200]);
+    }
+
     #[test]
     fn roles_round_trip_and_order() {
         for role in Role::ALL {
