@@ -1,5 +1,6 @@
 //! The built-in tasks: load-test workloads on `load_test`, maintenance on `system`.
 
+#[cfg(feature = "testing")]
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -38,13 +39,15 @@ impl RandomSource for SystemRandom {
     }
 }
 
-/// Returns the given numbers in turn, starting over at the end.
+/// Returns the given numbers in turn, starting over at the end (tests).
+#[cfg(feature = "testing")]
 #[derive(Debug)]
 pub struct SequenceRandom {
     values: Vec<f64>,
     next: AtomicUsize,
 }
 
+#[cfg(feature = "testing")]
 impl SequenceRandom {
     pub fn new(values: Vec<f64>) -> SequenceRandom {
         SequenceRandom {
@@ -54,6 +57,7 @@ impl SequenceRandom {
     }
 }
 
+#[cfg(feature = "testing")]
 impl RandomSource for SequenceRandom {
     fn next_f64(&self) -> f64 {
         if self.values.is_empty() {

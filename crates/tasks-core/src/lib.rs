@@ -43,8 +43,11 @@ use kernel::identity::Identity;
 use kernel::jobs::{JobError, JobQueue, RunningWorker, TaskDef, TaskFn, TaskKind, TaskRunner};
 use kernel::module::{BuildModule, Deps, Module, ModuleError, Provides};
 
+#[cfg(feature = "testing")]
 pub mod backend;
-pub mod builtin;
+#[cfg(not(feature = "testing"))]
+mod backend;
+mod builtin;
 pub mod cli;
 mod config;
 mod domain;
@@ -54,8 +57,15 @@ mod registry;
 mod service;
 mod worker;
 
-pub use backend::{BackendKind, MemoryBackend, RedisBackend, TaskBackend};
-pub use builtin::{RandomSource, SequenceRandom, SystemRandom};
+pub use backend::BackendKind;
+use backend::{MemoryBackend, RedisBackend, TaskBackend};
+use builtin::{RandomSource, SystemRandom};
+/// Test hooks: backends and random sources to build the module on (`testing` feature).
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use crate::backend::{MemoryBackend, RedisBackend, TaskBackend};
+    pub use crate::builtin::{RandomSource, SequenceRandom, SystemRandom};
+}
 pub use config::{BackendChoice, TasksConfig};
 pub use domain::{QUEUE_LOAD_TEST, QUEUE_SYSTEM, TaskRecord, TaskStatus};
 pub use error::TasksError;
@@ -135,14 +145,24 @@ impl TasksModule {
                 }
             }
         };
-        let mut module = TasksModule::with_backend(config, backend, Arc::new(SystemRandom));
+        let mut module = TasksModule::assemble(config, backend, Arc::new(SystemRandom));
         module.fell_back = fell_back;
         module.redis = redis_pool;
         Ok(module)
     }
 
-    /// Builds the module on a given backend and random source (tests inject both).
+    /// Builds the module on a given backend and random source (`testing` feature: tests inject
+    /// both).
+    #[cfg(feature = "testing")]
     pub fn with_backend(
+        config: TasksConfig,
+        backend: Arc<dyn TaskBackend>,
+        random: Arc<dyn RandomSource>,
+    ) -> TasksModule {
+        TasksModule::assemble(config, backend, random)
+    }
+
+    fn assemble(
         config: TasksConfig,
         backend: Arc<dyn TaskBackend>,
         random: Arc<dyn RandomSource>,

@@ -130,11 +130,6 @@ impl RedisBackend {
         })
     }
 
-    /// The key prefix of this backend.
-    pub fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
     pub fn pool(&self) -> &Pool {
         &self.pool
     }

@@ -17,10 +17,10 @@ use kernel::testing::{TestServer, spawn_modules};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tasks_core::backend::redis::RedisSettings;
-use tasks_core::{
-    BackendChoice, BackendKind, MemoryBackend, RandomSource, RedisBackend, SequenceRandom,
-    SystemRandom, TaskBackend, TaskDefinition, TasksConfig, TasksModule,
+use tasks_core::testing::{
+    MemoryBackend, RandomSource, RedisBackend, SequenceRandom, SystemRandom, TaskBackend,
 };
+use tasks_core::{BackendChoice, BackendKind, TaskDefinition, TasksConfig, TasksModule};
 use tokio::sync::{Notify, Semaphore};
 
 // ---------------------------------------------------------------------------------------------
