@@ -12,6 +12,8 @@ pub const MSG_PASSWORD_SHORT: &str = "Password too short";
 pub const MSG_PASSWORD_LONG: &str = "Password too long";
 pub const MSG_FULL_NAME: &str = "Full name must be 1 to 100 characters";
 pub const MSG_REQUIRED: &str = "Field required";
+/// PostgreSQL cannot store a NUL character, so no text field accepts one.
+pub const MSG_NUL: &str = "Must not contain NUL characters";
 
 /// A syntactically valid e-mail address: trimmed, with its domain lower-cased.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +73,9 @@ fn valid_domain(domain: &str) -> bool {
 
 /// Checks a password against the length rules.
 pub fn check_password(password: &str, errors: &mut Vec<FieldError>) {
-    if password.chars().count() < PASSWORD_MIN_CHARS {
+    if password.contains('\0') {
+        errors.push(FieldError::new("password", MSG_NUL));
+    } else if password.chars().count() < PASSWORD_MIN_CHARS {
         errors.push(FieldError::new("password", MSG_PASSWORD_SHORT));
     } else if password.len() > PASSWORD_MAX_BYTES {
         errors.push(FieldError::new("password", MSG_PASSWORD_LONG));
@@ -82,7 +86,10 @@ pub fn check_password(password: &str, errors: &mut Vec<FieldError>) {
 pub fn check_full_name(full_name: Option<&str>, errors: &mut Vec<FieldError>) -> Option<String> {
     let name = full_name?.trim();
     let len = name.chars().count();
-    if len == 0 || len > FULL_NAME_MAX_CHARS {
+    if name.contains('\0') {
+        errors.push(FieldError::new("full_name", MSG_NUL));
+        None
+    } else if len == 0 || len > FULL_NAME_MAX_CHARS {
         errors.push(FieldError::new("full_name", MSG_FULL_NAME));
         None
     } else {

@@ -174,6 +174,14 @@ pub async fn token(
     let (Some(username), Some(password)) = (form.username, form.password) else {
         return Err(ApiError::field_list(missing));
     };
+    let with_nul: Vec<FieldError> = [("username", &username), ("password", &password)]
+        .into_iter()
+        .filter(|(_, value)| value.contains('\0'))
+        .map(|(field, _)| FieldError::new(field, crate::domain::MSG_NUL))
+        .collect();
+    if !with_nul.is_empty() {
+        return Err(ApiError::field_list(with_nul));
+    }
     let ip = state.client_ip(&req);
     let access_token = state
         .service

@@ -119,6 +119,7 @@ fn is_utc_micros(v: &Value) -> bool {
 }
 
 kernel::backend_tests! {
+    nul_characters_are_refused_by_field,
     register_returns_201_and_the_user,
     duplicate_emails_are_refused_case_insensitively,
     validation_lists_every_failing_field,
@@ -633,4 +634,36 @@ fn uuid_like() -> String {
         "{:x}",
         chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default()
     )
+}
+
+/// PostgreSQL cannot store a NUL character: every text field refuses one with a 422 naming it,
+/// the same on both backends, before anything reaches the database.
+async fn nul_characters_are_refused_by_field(db: TestDb) {
+    let c = ctx(db).await;
+    let r = c
+        .register(
+            json!({"email": "nul@example.com", "password": "password123", "full_name": "A\u{0}"}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        detail(r).await,
+        json!([{"field": "full_name", "message": "Must not contain NUL characters"}])
+    );
+    let r = c
+        .register(json!({"email": "nul@example.com", "password": "password\u{0}123"}))
+        .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(detail(r).await[0]["field"], "password");
+    let r = c
+        .register(json!({"email": "n\u{0}ul@example.com", "password": "password123"}))
+        .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(detail(r).await[0]["field"], "email");
+    let r = c.login("nul\u{0}@example.com", "password123").await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        detail(r).await,
+        json!([{"field": "username", "message": "Must not contain NUL characters"}])
+    );
 }

@@ -289,7 +289,10 @@ fn author(check: &mut Checker, fields: &Map<String, Value>) -> Option<String> {
         _ => None,
     };
     match name {
-        Some(n) if !n.is_empty() => Some(n),
+        Some(n) if !n.is_empty() => {
+            check.no_nul(key, &n);
+            Some(n)
+        }
         Some(_) => None,
         None => {
             check.fail(key, format!("{key} must be a name"));

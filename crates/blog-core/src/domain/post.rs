@@ -83,9 +83,21 @@ impl Checker {
         self.errors.push(FieldError::new(field, message));
     }
 
+    /// A NUL character in text: PostgreSQL cannot store one, so neither backend accepts it.
+    pub fn no_nul(&mut self, field: &str, value: &str) -> bool {
+        let clean = !value.contains('\0');
+        if !clean {
+            self.fail(field, format!("{field} must not contain NUL characters"));
+        }
+        clean
+    }
+
     /// A post title: 1 to 200 characters, not blank. Returns it trimmed.
     pub fn title(&mut self, raw: &str) -> String {
         let title = raw.trim();
+        if !self.no_nul("title", title) {
+            return title.to_owned();
+        }
         if title.is_empty() || chars(title) > TITLE_MAX {
             self.fail(
                 "title",
@@ -97,7 +109,7 @@ impl Checker {
 
     /// A field of at most `max` characters.
     pub fn max_len(&mut self, field: &str, value: &str, max: usize) {
-        if chars(value) > max {
+        if self.no_nul(field, value) && chars(value) > max {
             self.fail(field, format!("{field} must be at most {max} characters"));
         }
     }
@@ -144,6 +156,9 @@ impl Checker {
     /// A tag name: 1 to 80 characters, not blank. Returns it trimmed.
     pub fn tag_name(&mut self, field: &str, raw: &str) -> String {
         let name = raw.trim();
+        if !self.no_nul(field, name) {
+            return name.to_owned();
+        }
         if name.is_empty() || chars(name) > TAG_NAME_MAX {
             self.fail(
                 field,

@@ -293,6 +293,7 @@ fn unzip(bytes: &[u8]) -> Vec<(String, String)> {
 mod export;
 mod import;
 mod lists;
+mod nul;
 mod posts;
 mod protection;
 mod rendering;
