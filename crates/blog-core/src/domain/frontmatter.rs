@@ -45,7 +45,7 @@ pub struct ItemError {
 }
 
 impl ItemError {
-    fn new(slug: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(slug: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             slug: slug.into(),
             message: message.into(),

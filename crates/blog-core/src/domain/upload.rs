@@ -146,6 +146,13 @@ fn is_post_entry(name: &str) -> bool {
     !hidden && !section
 }
 
+/// A `..` component, or a path from the root (`/x`, `\\x`, `C:`).
+fn escapes_the_archive(name: &str) -> bool {
+    name.starts_with(['/', '\\'])
+        || name.get(1..2) == Some(":")
+        || name.split(['/', '\\']).any(|part| part == "..")
+}
+
 fn ratio_exceeded(size: u64, compressed: u64, limit: u64) -> bool {
     size > RATIO_CHECK_MIN_BYTES && size / compressed.max(1) > limit
 }
@@ -176,6 +183,16 @@ fn parse_zip(
             .name()
             .map_err(|e| UploadError::Zip(e.to_string()))?
             .into_owned();
+        if UploadKind::of(&name) == Some(UploadKind::Markdown) && escapes_the_archive(&name) {
+            // Names are never used as paths, but a `..` entry is a sign of a crafted archive:
+            // report it rather than drop it silently.
+            let message = "entry path leaves the archive (a `..` component or an absolute path)";
+            items.push(ParsedItem {
+                post: Err(ItemError::new(String::new(), message)),
+                file: name,
+            });
+            continue;
+        }
         if !is_post_entry(&name) {
             continue;
         }
@@ -230,6 +247,16 @@ mod tests {
         assert_eq!(UploadKind::of("x.json"), Some(UploadKind::Json));
         assert_eq!(UploadKind::of("x.txt"), None);
         assert_eq!(UploadKind::of("md"), None);
+    }
+
+    #[test]
+    fn entries_leaving_the_archive() {
+        assert!(escapes_the_archive("../evil.md"));
+        assert!(escapes_the_archive("posts/../../evil.md"));
+        assert!(escapes_the_archive("/etc/evil.md"));
+        assert!(escapes_the_archive("C:\\evil.md"));
+        assert!(!escapes_the_archive("posts/ok..md"));
+        assert!(!escapes_the_archive("posts/a.md"));
     }
 
     #[test]

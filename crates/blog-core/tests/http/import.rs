@@ -225,11 +225,18 @@ async fn zips_with_folders_other_files_and_a_broken_post(db: TestDb) {
             format!("---\ntitle: {}\n---\n", "x".repeat(201)).as_bytes(),
         ),
         ("top.markdown", ELEVENTY.as_bytes()),
+        ("site/../../escape.md", JEKYLL.as_bytes()),
     ]);
     let result = c.import("", "site.ZIP", zip).await;
     assert_eq!(
         (&result["created"], &result["failed"], &result["skipped"]),
-        (&json!(3), &json!(2), &json!(0)),
+        (&json!(3), &json!(3), &json!(0)),
+        "{result}"
+    );
+    let escape = &result["errors"][2];
+    assert_eq!(escape["file"], "site/../../escape.md", "{result}");
+    assert!(
+        escape["message"].as_str().unwrap().contains("leaves the archive"),
         "{result}"
     );
     let errors = result["errors"].as_array().unwrap();
