@@ -27,6 +27,10 @@ pub type TaskResult = Result<Value, String>;
 pub type TaskFn =
     Arc<dyn Fn(TaskInput) -> Pin<Box<dyn Future<Output = TaskResult> + Send>> + Send + Sync>;
 
+/// Checks a task's arguments when it is enqueued, so that bad arguments are refused at once
+/// (`Err` says which argument and what to fix) rather than failing every attempt later.
+pub type ArgsCheck = Arc<dyn Fn(&TaskInput) -> Result<(), String> + Send + Sync>;
+
 /// A request to run a task.
 #[derive(Debug, Clone, Default)]
 pub struct EnqueueRequest {
@@ -77,6 +81,8 @@ pub struct TaskDef {
     pub handler: TaskFn,
     /// The time limit of one attempt; `None` uses the runner's default.
     pub timeout: Option<std::time::Duration>,
+    /// Checks the arguments at enqueue.
+    pub check: Option<ArgsCheck>,
     pub kind: TaskKind,
 }
 
@@ -88,6 +94,7 @@ impl TaskDef {
             queue: queue.into(),
             handler,
             timeout: None,
+            check: None,
             kind: TaskKind::Task,
         }
     }
@@ -99,12 +106,19 @@ impl TaskDef {
             queue: String::new(),
             handler,
             timeout: None,
+            check: None,
             kind: TaskKind::Cleanup,
         }
     }
 
     pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Checks the arguments when the task is enqueued (400 naming the argument).
+    pub fn with_args_check(mut self, check: ArgsCheck) -> Self {
+        self.check = Some(check);
         self
     }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use kernel::jobs::{EnqueueRequest, TaskFn, TaskInput, TaskResult};
+use kernel::jobs::{ArgsCheck, EnqueueRequest, TaskFn, TaskInput, TaskResult};
 use serde_json::{Map, Value, json};
 
 use crate::domain::{QUEUE_LOAD_TEST, QUEUE_SYSTEM, TaskStatus};
@@ -99,9 +99,12 @@ where
 /// Registers every built-in task on `service`.
 pub(crate) fn register_builtins(service: &Arc<TasksService>) -> Result<(), crate::TasksError> {
     let defs = [
-        TaskDefinition::new(IO_SIMULATION, QUEUE_LOAD_TEST, task(io_simulation)),
-        TaskDefinition::new(CPU_INTENSIVE, QUEUE_LOAD_TEST, task(cpu_intensive)),
-        TaskDefinition::new(MEMORY_OPERATIONS, QUEUE_LOAD_TEST, task(memory_operations)),
+        TaskDefinition::new(IO_SIMULATION, QUEUE_LOAD_TEST, task(io_simulation))
+            .with_args_check(check_kwargs(latency_scale)),
+        TaskDefinition::new(CPU_INTENSIVE, QUEUE_LOAD_TEST, task(cpu_intensive))
+            .with_args_check(check_kwargs(prime_limit)),
+        TaskDefinition::new(MEMORY_OPERATIONS, QUEUE_LOAD_TEST, task(memory_operations))
+            .with_args_check(check_kwargs(memory_size)),
         TaskDefinition::new(
             FAILURE_TESTING,
             QUEUE_LOAD_TEST,
@@ -109,12 +112,14 @@ pub(crate) fn register_builtins(service: &Arc<TasksService>) -> Result<(), crate
                 let roll = s.random().next_f64();
                 async move { failure_testing(input, roll) }
             }),
-        ),
+        )
+        .with_args_check(check_kwargs(failure_rate)),
         TaskDefinition::new(
             LOAD_TEST_ORCHESTRATOR,
             QUEUE_LOAD_TEST,
             service_task(service, load_test_orchestrator),
-        ),
+        )
+        .with_args_check(check_kwargs(load_test_plan)),
         TaskDefinition::new(
             SYSTEM_HEALTH_CHECK,
             QUEUE_SYSTEM,
@@ -166,6 +171,31 @@ fn kw_f64(
     }
 }
 
+/// `io_simulation_task`'s `latency_scale`.
+fn latency_scale(kwargs: &Map<String, Value>) -> Result<f64, String> {
+    kw_f64(kwargs, "latency_scale", 1.0, 0.0, 10_000.0)
+}
+
+/// `cpu_intensive_task`'s `limit`.
+fn prime_limit(kwargs: &Map<String, Value>) -> Result<u64, String> {
+    kw_u64(kwargs, "limit", 50_000, 2..=20_000_000)
+}
+
+/// `memory_operations_task`'s `size`.
+fn memory_size(kwargs: &Map<String, Value>) -> Result<u64, String> {
+    kw_u64(kwargs, "size", 100_000, 1..=10_000_000)
+}
+
+/// `failure_testing_task`'s `failure_rate`.
+fn failure_rate(kwargs: &Map<String, Value>) -> Result<f64, String> {
+    kw_f64(kwargs, "failure_rate", 0.2, 0.0, 1.0)
+}
+
+/// A check of a task's keyword arguments at enqueue, by the same parser the task uses.
+fn check_kwargs<T: 'static>(parse: fn(&Map<String, Value>) -> Result<T, String>) -> ArgsCheck {
+    Arc::new(move |input: &TaskInput| parse(&input.kwargs).map(drop))
+}
+
 fn elapsed_ms(start: Instant) -> f64 {
     (start.elapsed().as_secs_f64() * 1_000_000.0).round() / 1000.0
 }
@@ -173,7 +203,7 @@ fn elapsed_ms(start: Instant) -> f64 {
 /// Seven concurrent simulated I/O waits: two database queries, two API calls, three cache reads.
 /// `latency_scale` (kwargs, default 1) multiplies every wait.
 async fn io_simulation(input: TaskInput) -> TaskResult {
-    let scale = kw_f64(&input.kwargs, "latency_scale", 1.0, 0.0, 10_000.0)?;
+    let scale = latency_scale(&input.kwargs)?;
     const OPERATIONS: [(&str, &str, f64); 7] = [
         ("database", "fetch_user_profile", 1.0),
         ("database", "load_recent_orders", 1.0),
@@ -217,7 +247,7 @@ async fn io_simulation(input: TaskInput) -> TaskResult {
 
 /// Counts primes up to `limit` (kwargs, default 50,000) with a sieve, on the blocking pool.
 async fn cpu_intensive(input: TaskInput) -> TaskResult {
-    let limit = kw_u64(&input.kwargs, "limit", 50_000, 2..=20_000_000)? as usize;
+    let limit = prime_limit(&input.kwargs)? as usize;
     let start = Instant::now();
     let (count, largest) = tokio::task::spawn_blocking(move || {
         let mut composite = vec![false; limit + 1];
@@ -252,7 +282,7 @@ async fn cpu_intensive(input: TaskInput) -> TaskResult {
 
 /// Allocates `size` (kwargs, default 100,000) numbers, sorts and deduplicates them.
 async fn memory_operations(input: TaskInput) -> TaskResult {
-    let size = kw_u64(&input.kwargs, "size", 100_000, 1..=10_000_000)? as usize;
+    let size = memory_size(&input.kwargs)? as usize;
     let start = Instant::now();
     let (unique, sum, bytes) = tokio::task::spawn_blocking(move || {
         // A fixed linear congruential sequence: the same work every run.
@@ -287,7 +317,7 @@ async fn memory_operations(input: TaskInput) -> TaskResult {
 
 /// Fails when `roll` is below `failure_rate` (kwargs, default 0.2), so retries can be watched.
 fn failure_testing(input: TaskInput, roll: f64) -> TaskResult {
-    let rate = kw_f64(&input.kwargs, "failure_rate", 0.2, 0.0, 1.0)?;
+    let rate = failure_rate(&input.kwargs)?;
     if roll < rate {
         return Err(format!(
             "Simulated failure for resilience testing (attempt {}, roll={roll:.3})",
@@ -317,19 +347,49 @@ fn load_task_name(raw: &str) -> Option<&'static str> {
 
 /// Enqueues `num_tasks` load tasks in batches, waits for them (up to `wait_timeout_seconds`) and
 /// reports throughput.
+/// What `load_test_orchestrator` is asked to do.
+struct LoadTestPlan {
+    num_tasks: u64,
+    batch_size: u64,
+    delay_ms: u64,
+    wait_timeout: u64,
+    task_name: &'static str,
+}
+
+fn load_test_plan(kwargs: &Map<String, Value>) -> Result<LoadTestPlan, String> {
+    let raw_type = match kwargs.get("task_type") {
+        None | Some(Value::Null) => "cpu_intensive",
+        Some(Value::String(s)) => s.as_str(),
+        Some(_) => return Err("task_type must be a string".to_owned()),
+    };
+    let task_name = load_task_name(raw_type).ok_or_else(|| {
+        let shown: String = raw_type.chars().take(100).collect();
+        format!("task_type must be one of io_simulation, cpu_intensive, memory_operations, failure_testing; got {shown}")
+    })?;
+    if kwargs
+        .get("task_kwargs")
+        .is_some_and(|v| !v.is_object() && !v.is_null())
+    {
+        return Err("task_kwargs must be an object".to_owned());
+    }
+    Ok(LoadTestPlan {
+        num_tasks: kw_u64(kwargs, "num_tasks", 100, 1..=10_000)?,
+        batch_size: kw_u64(kwargs, "batch_size", 10, 1..=1_000)?,
+        delay_ms: kw_u64(kwargs, "delay_ms", 0, 0..=60_000)?,
+        wait_timeout: kw_u64(kwargs, "wait_timeout_seconds", 60, 0..=3_600)?,
+        task_name,
+    })
+}
+
 async fn load_test_orchestrator(service: Arc<TasksService>, input: TaskInput) -> TaskResult {
     let kwargs = &input.kwargs;
-    let num_tasks = kw_u64(kwargs, "num_tasks", 100, 1..=10_000)?;
-    let batch_size = kw_u64(kwargs, "batch_size", 10, 1..=1_000)?;
-    let delay_ms = kw_u64(kwargs, "delay_ms", 0, 0..=60_000)?;
-    let wait_timeout = kw_u64(kwargs, "wait_timeout_seconds", 60, 0..=3_600)?;
-    let raw_type = kwargs
-        .get("task_type")
-        .and_then(Value::as_str)
-        .unwrap_or("cpu_intensive");
-    let task_name = load_task_name(raw_type).ok_or_else(|| {
-        format!("task_type must be one of io_simulation, cpu_intensive, memory_operations, failure_testing; got {raw_type}")
-    })?;
+    let LoadTestPlan {
+        num_tasks,
+        batch_size,
+        delay_ms,
+        wait_timeout,
+        task_name,
+    } = load_test_plan(kwargs)?;
     let task_kwargs = kwargs
         .get("task_kwargs")
         .and_then(Value::as_object)

@@ -28,6 +28,9 @@ pub enum TasksError {
     /// A request value out of its range.
     #[error("{0}")]
     Invalid(String),
+    /// A task's arguments refused at enqueue by the task's own check.
+    #[error("Invalid arguments for {task}: {message}")]
+    InvalidArguments { task: String, message: String },
     /// The queue backend cannot be reached (Redis down).
     #[error("Task queue unavailable: {0}")]
     Unavailable(String),
@@ -54,7 +57,9 @@ impl From<TasksError> for ApiError {
             TasksError::UnknownQueue { available, .. } => {
                 ApiError::bad_request(detail).field("available_queues", json!(available))
             }
-            TasksError::WrongQueue { .. } => ApiError::bad_request(detail),
+            TasksError::WrongQueue { .. } | TasksError::InvalidArguments { .. } => {
+                ApiError::bad_request(detail)
+            }
             TasksError::NotFound(_) => ApiError::not_found(detail),
             TasksError::Invalid(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail),
             TasksError::Unavailable(_) => ApiError::service_unavailable(detail),

@@ -382,6 +382,7 @@ impl TaskRunner for TasksModule {
             TaskKind::Task => {
                 let mut definition = TaskDefinition::new(task.name, task.queue, task.handler);
                 definition.timeout = task.timeout;
+                definition.check = task.check;
                 self.register_task(definition)
                     .map_err(|e| JobError::Registration {
                         name,

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{PoisonError, RwLock};
 use std::time::Duration;
 
-use kernel::jobs::TaskFn;
+use kernel::jobs::{ArgsCheck, TaskFn};
 
 use crate::domain::{QUEUE_LOAD_TEST, QUEUE_SYSTEM, valid_name};
 use crate::error::TasksError;
@@ -17,6 +17,8 @@ pub struct TaskDefinition {
     pub handler: TaskFn,
     /// The time limit of one attempt; `None` uses `WORKER_TASK_TIMEOUT_SECONDS`.
     pub timeout: Option<Duration>,
+    /// Checks the arguments at enqueue.
+    pub check: Option<ArgsCheck>,
 }
 
 impl TaskDefinition {
@@ -26,11 +28,18 @@ impl TaskDefinition {
             queue: queue.into(),
             handler,
             timeout: None,
+            check: None,
         }
     }
 
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Checks the arguments when the task is enqueued (400 naming the argument).
+    pub fn with_args_check(mut self, check: ArgsCheck) -> Self {
+        self.check = Some(check);
         self
     }
 }

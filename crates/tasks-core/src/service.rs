@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::NaiveDateTime;
-use kernel::jobs::{EnqueueRequest, JobError, JobQueue};
+use kernel::jobs::{EnqueueRequest, JobError, JobQueue, TaskInput};
 
 use crate::backend::{BackendKind, TaskBackend};
 use crate::builtin::RandomSource;
@@ -101,7 +101,7 @@ impl TasksService {
             .registry
             .get(&request.task_name)
             .ok_or_else(|| TasksError::UnknownTask {
-                name: request.task_name.clone(),
+                name: shortened(&request.task_name),
                 available: self.registry.names(),
             })?;
         if let Some(queue) = request.queue.as_deref()
@@ -124,7 +124,18 @@ impl TasksService {
                 "delay_seconds must be between 0 and {MAX_DELAY_SECONDS}"
             )));
         }
-        let record = TaskRecord::new(def.name, def.queue, request.args, request.kwargs);
+        let input = TaskInput {
+            args: request.args,
+            kwargs: request.kwargs,
+            attempt: 0,
+        };
+        if let Some(check) = &def.check {
+            check(&input).map_err(|message| TasksError::InvalidArguments {
+                task: def.name.clone(),
+                message,
+            })?;
+        }
+        let record = TaskRecord::new(def.name, def.queue, input.args, input.kwargs);
         let delay = Duration::from_secs(request.delay_seconds);
         self.backend.enqueue(&record, delay).await?;
         let estimated_start = record.queued_at
@@ -163,5 +174,16 @@ impl TasksService {
 impl JobQueue for TasksService {
     async fn enqueue(&self, request: EnqueueRequest) -> Result<String, JobError> {
         Ok(TasksService::enqueue(self, request).await?.record.task_id)
+    }
+}
+
+/// The longest piece of a client's task name echoed back (answers and logs).
+const ECHO_MAX_CHARS: usize = 100;
+
+/// `raw`, cut to [`ECHO_MAX_CHARS`] characters with `…` when longer.
+fn shortened(raw: &str) -> String {
+    match raw.char_indices().nth(ECHO_MAX_CHARS) {
+        Some((cut, _)) => format!("{}…", &raw[..cut]),
+        None => raw.to_owned(),
     }
 }

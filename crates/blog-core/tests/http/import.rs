@@ -236,7 +236,10 @@ async fn zips_with_folders_other_files_and_a_broken_post(db: TestDb) {
     let escape = &result["errors"][2];
     assert_eq!(escape["file"], "site/../../escape.md", "{result}");
     assert!(
-        escape["message"].as_str().unwrap().contains("leaves the archive"),
+        escape["message"]
+            .as_str()
+            .unwrap()
+            .contains("leaves the archive"),
         "{result}"
     );
     let errors = result["errors"].as_array().unwrap();

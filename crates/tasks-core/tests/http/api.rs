@@ -159,6 +159,42 @@ async fn request_errors_follow_the_contract(h: Harness) {
     assert!(available.contains(&json!("io_simulation_task")));
     assert!(available.contains(&json!("cleanup_expired_data")));
 
+    // A huge name is not echoed whole.
+    let huge = "x".repeat(100_000);
+    let (status, body) = post(&server, path, json!({"task_name": huge})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let detail = body["detail"].as_str().unwrap();
+    assert!(detail.len() < 200 && detail.ends_with('…'), "{detail}");
+
+    // Arguments are checked at enqueue, naming the argument; nothing is queued.
+    for (task, kwargs, argument) in [
+        (
+            "io_simulation_task",
+            json!({"latency_scale": "fast"}),
+            "latency_scale",
+        ),
+        ("cpu_intensive_task", json!({"limit": -1}), "limit"),
+        (
+            "load_test_orchestrator",
+            json!({"task_type": "nope"}),
+            "task_type",
+        ),
+        (
+            "load_test_orchestrator",
+            json!({"num_tasks": 0}),
+            "num_tasks",
+        ),
+    ] {
+        let (status, body) =
+            post(&server, path, json!({"task_name": task, "kwargs": kwargs})).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{task} {body}");
+        let detail = body["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with(&format!("Invalid arguments for {task}: {argument}")),
+            "{detail}"
+        );
+    }
+
     let (status, body) = post(
         &server,
         path,
