@@ -11,16 +11,36 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
 
-/// Installs the global subscriber (once; later calls are ignored).
+/// Installs the global subscriber (once; later calls are ignored), and routes panics through it
+/// so that with `LOG_FORMAT=json` a panic is a JSON line like every other.
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    let _ = match format {
+    let installed = match format {
         LogFormat::Json => builder.json().with_current_span(true).try_init(),
         LogFormat::Pretty => builder.try_init(),
     };
+    if installed.is_ok() {
+        std::panic::set_hook(Box::new(log_panic));
+    }
+}
+
+/// A panic as one error event: its message and where it happened (inside the request's span when
+/// a handler panicked, so the line carries the request id).
+fn log_panic(info: &std::panic::PanicHookInfo<'_>) {
+    let message = info
+        .payload()
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| info.payload().downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_owned());
+    let location = info
+        .location()
+        .map(|l| format!("{}:{}", l.file(), l.line()))
+        .unwrap_or_default();
+    tracing::error!(panic = %message, location = %location, "panicked");
 }
 
 /// The span of one request: its id (taken from `X-Request-Id` or generated), method, route and
@@ -50,5 +70,47 @@ impl RootSpanBuilder for RequestSpan {
         };
         span.record("status", status);
         span.in_scope(|| tracing::info!(status, "request finished"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut b) = self.0.lock() {
+                b.extend_from_slice(bytes);
+            }
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn panics_are_json_lines() {
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_writer(move || writer.clone())
+            .finish();
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(super::log_panic));
+        tracing::subscriber::with_default(subscriber, || {
+            let _ = std::panic::catch_unwind(|| std::panic::panic_any("boom".to_owned()));
+        });
+        std::panic::set_hook(previous);
+        let text = String::from_utf8(buffer.0.lock().map(|b| b.clone()).unwrap_or_default())
+            .unwrap_or_default();
+        let line: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_default();
+        assert_eq!(line["fields"]["panic"], "boom", "{text}");
+        assert_eq!(line["level"], "ERROR", "{text}");
     }
 }
