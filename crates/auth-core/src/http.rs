@@ -252,20 +252,23 @@ pub async fn update_user(
     admin: MinRole<roles::Admin>,
     state: web::Data<AuthState>,
     path: web::Path<i64>,
-    body: web::Json<UserUpdate>,
-) -> Result<web::Json<UserResponse>, ApiError> {
+    body: Result<web::Json<UserUpdate>, actix_web::Error>,
+) -> Result<web::Json<UserResponse>, actix_web::Error> {
+    // The body's own error waits until the caller is known to be an admin: 403 before 422.
     let admin_id = admin_id(&admin)?;
-    let UserUpdate { is_active, role } = body.into_inner();
+    let UserUpdate { is_active, role } = body?.into_inner();
     if is_active.is_none() && role.is_none() {
         return Err(ApiError::with_detail(
             StatusCode::UNPROCESSABLE_ENTITY,
             serde_json::json!([FieldError::new("body", "Send is_active and/or role")]),
-        ));
+        )
+        .into());
     }
     let patch = UserPatch { is_active, role };
     let user = state
         .service
         .update_user(Some(admin_id), path.into_inner(), patch)
-        .await?;
+        .await
+        .map_err(ApiError::from)?;
     Ok(web::Json(user.into()))
 }

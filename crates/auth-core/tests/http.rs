@@ -120,6 +120,7 @@ fn is_utc_micros(v: &Value) -> bool {
 
 kernel::backend_tests! {
     nul_characters_are_refused_by_field,
+    admin_routes_authenticate_before_reading_the_body,
     register_returns_201_and_the_user,
     duplicate_emails_are_refused_case_insensitively,
     validation_lists_every_failing_field,
@@ -666,4 +667,23 @@ async fn nul_characters_are_refused_by_field(db: TestDb) {
         detail(r).await,
         json!([{"field": "username", "message": "Must not contain NUL characters"}])
     );
+}
+
+/// Without a token the answer is 401 whatever the body: the caller is checked first.
+async fn admin_routes_authenticate_before_reading_the_body(db: TestDb) {
+    let c = ctx(db).await;
+    for body in [None, Some("{\"role\": "), Some("{\"role\": \"root\"}")] {
+        let mut req = c.server.client.patch(c.server.url("/auth/users/1"));
+        if let Some(body) = body {
+            req = req.header("content-type", "application/json").body(body);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{body:?}");
+        assert_eq!(detail(r).await, "Not authenticated");
+    }
+    let (_, token) = c.user("plain@example.com").await;
+    let r = c
+        .patch("/auth/users/1", &token, json!({"role": "root"}))
+        .await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
 }
