@@ -265,7 +265,15 @@ fn app(
         .service(health::ready);
     let (app, mut doc) = state.modules.iter().fold(app, mount).split_for_parts();
     kernel::openapi::finish(&mut doc, state.has_identity());
-    app.service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", doc))
+    let aliases: Vec<(&str, &str)> = state
+        .modules
+        .iter()
+        .filter_map(|m| m.mounts().split_first())
+        .flat_map(|(documented, aliases)| aliases.iter().map(move |alias| (*documented, *alias)))
+        .collect();
+    let allowed = web::Data::new(http::AllowedMethods::from_openapi(&doc, &aliases));
+    app.app_data(allowed)
+        .service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", doc))
         .route(
             "/docs",
             web::get().to(|| async {

@@ -75,6 +75,7 @@ async fn errors_use_the_detail_envelope(db: TestDb) {
     );
     let r = s.client.delete(s.url("/health")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.headers()["allow"], "GET, HEAD");
     assert_eq!(
         r.json::<Value>().await.unwrap(),
         json!({"detail": "Method Not Allowed"})
@@ -86,6 +87,19 @@ async fn errors_use_the_detail_envelope(db: TestDb) {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.headers()["allow"], "PATCH");
+    // The same route under its alias prefix.
+    let r = s.client.get(s.url("/auth/users/7")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.headers()["allow"], "PATCH");
+    let r = s
+        .client
+        .patch(s.url("/api/v1/blog/posts/1"))
+        .send()
+        .await
+        .unwrap();
+    // Both `/posts/{slug}` (GET) and `/posts/{post_id}` (PUT, DELETE) match.
+    assert_eq!(r.headers()["allow"], "GET, HEAD, PUT, DELETE");
 }
 
 async fn request_ids_are_echoed_or_generated(db: TestDb) {

@@ -288,15 +288,98 @@ fn envelope(status: StatusCode) -> ApiError {
     }
 }
 
-/// The default service: 405 `Method Not Allowed` when the path names a route that exists for
-/// other methods, else 404 `Not Found`.
+/// The methods each route pattern answers (`/api/v1/blog/posts/{post_id}` → `GET, PUT`), as app
+/// data: the default service names them in the `Allow` header of a 405.
+#[derive(Debug, Clone, Default)]
+pub struct AllowedMethods(pub std::collections::HashMap<String, Vec<Method>>);
+
+impl AllowedMethods {
+    /// The methods of every operation of an OpenAPI document, by path; `aliases` lists
+    /// `(documented prefix, alias prefix)` pairs whose routes answer the same.
+    pub fn from_openapi(doc: &utoipa::openapi::OpenApi, aliases: &[(&str, &str)]) -> Self {
+        let mut map = std::collections::HashMap::new();
+        for (path, item) in &doc.paths.paths {
+            let methods: Vec<Method> = [
+                (Method::GET, item.get.is_some()),
+                (Method::HEAD, item.get.is_some() || item.head.is_some()),
+                (Method::POST, item.post.is_some()),
+                (Method::PUT, item.put.is_some()),
+                (Method::PATCH, item.patch.is_some()),
+                (Method::DELETE, item.delete.is_some()),
+            ]
+            .into_iter()
+            .filter_map(|(method, present)| present.then_some(method))
+            .collect();
+            for (documented, alias) in aliases {
+                if let Some(rest) = path.strip_prefix(documented) {
+                    map.insert(format!("{alias}{rest}"), methods.clone());
+                }
+            }
+            map.insert(path.clone(), methods);
+        }
+        AllowedMethods(map)
+    }
+
+    /// The methods of every pattern `path` matches (`/posts/1` matches both `/posts/{slug}` and
+    /// `/posts/{post_id}`), in a fixed order.
+    pub fn for_path(&self, path: &str) -> Vec<Method> {
+        let matching: Vec<&Vec<Method>> = self
+            .0
+            .iter()
+            .filter(|(pattern, _)| pattern_matches(pattern, path))
+            .map(|(_, methods)| methods)
+            .collect();
+        [
+            Method::GET,
+            Method::HEAD,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+        ]
+        .into_iter()
+        .filter(|m| matching.iter().any(|methods| methods.contains(m)))
+        .collect()
+    }
+}
+
+/// `/a/{x}/b` matches `/a/1/b`: segment by segment, a `{...}` segment matches any non-empty one.
+fn pattern_matches(pattern: &str, path: &str) -> bool {
+    let mut pattern = pattern.split('/');
+    let mut path = path.split('/');
+    loop {
+        match (pattern.next(), path.next()) {
+            (None, None) => return true,
+            (Some(p), Some(s)) if p.starts_with('{') && p.ends_with('}') && !s.is_empty() => {}
+            (Some(p), Some(s)) if p == s => {}
+            _ => return false,
+        }
+    }
+}
+
+/// The default service: 405 `Method Not Allowed` (with `Allow` when [`AllowedMethods`] knows the
+/// route) when the path names a route that exists for other methods, else 404 `Not Found`.
 pub async fn not_found(req: HttpRequest) -> HttpResponse {
     let known = req.resource_map().has_resource(req.path());
-    if known && req.method() != Method::OPTIONS {
-        ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed").error_response()
-    } else {
-        ApiError::not_found("Not Found").error_response()
+    if !known || req.method() == Method::OPTIONS {
+        return ApiError::not_found("Not Found").error_response();
     }
+    let mut error = ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+    let allowed = req
+        .app_data::<web::Data<AllowedMethods>>()
+        .map(|map| map.for_path(req.path()))
+        .filter(|methods| !methods.is_empty());
+    if let Some(methods) = allowed {
+        let list = methods
+            .iter()
+            .map(Method::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        if let Ok(value) = HeaderValue::from_str(&list) {
+            error = error.header(header::ALLOW, value);
+        }
+    }
+    error.error_response()
 }
 
 #[cfg(test)]
@@ -347,6 +430,15 @@ mod tests {
         let (status, body) = answer(atest::try_call_service(&app, post).await).await;
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(body, serde_json::json!({"detail": "Method Not Allowed"}));
+    }
+
+    #[test]
+    fn patterns_match_by_segment() {
+        assert!(pattern_matches("/posts/{id}", "/posts/7"));
+        assert!(pattern_matches("/posts/{id}/publish", "/posts/7/publish"));
+        assert!(!pattern_matches("/posts/{id}", "/posts/7/publish"));
+        assert!(!pattern_matches("/posts/{id}", "/posts/"));
+        assert!(!pattern_matches("/tags", "/posts"));
     }
 
     #[test]
