@@ -698,3 +698,53 @@ fn cli_workers_run_tasks_on_redis() {
         out.status
     );
 }
+
+/// PostgreSQL connections killed under a running server (`pg_terminate_backend`): no request
+/// answers 500 (a lost connection is a 503 with `Retry-After`), and the server recovers without a
+/// restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_database_connections_are_503_and_the_server_recovers() {
+    let Some(db) = TestDb::postgres().await else {
+        eprintln!("TEST_DATABASE_URL is not set: PostgreSQL run skipped");
+        return;
+    };
+    let s = spawn(config(&db)).await;
+    let token = sign_up(&s, "survivor@example.com").await;
+    let me = || s.client.get(s.url("/auth/me")).bearer_auth(&token).send();
+    assert_eq!(me().await.unwrap().status(), StatusCode::OK);
+    let admin = kernel::DbPool::connect(&db.url, 1).await.unwrap();
+    let kill = || async {
+        let mut pooled = admin.get().await.unwrap();
+        let kernel::DbConn::Postgres(c) = pooled.conn() else {
+            unreachable!("a PostgreSQL database")
+        };
+        use diesel_async::SimpleAsyncConnection;
+        c.batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .await
+        .unwrap();
+    };
+    for round in 0..5 {
+        // Connections are killed while requests use them.
+        let (answers, ()) = tokio::join!(
+            futures_util::future::join_all((0..16).map(|_| me())),
+            kill()
+        );
+        for answer in answers {
+            let answer = answer.unwrap();
+            let status = answer.status();
+            assert!(
+                status == StatusCode::OK || status == StatusCode::SERVICE_UNAVAILABLE,
+                "round {round}: {status}"
+            );
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                assert!(answer.headers().contains_key("retry-after"));
+            }
+        }
+    }
+    for _ in 0..8 {
+        assert_eq!(me().await.unwrap().status(), StatusCode::OK);
+    }
+}

@@ -51,7 +51,7 @@ impl From<AuthError> for ApiError {
                 retry_after_seconds,
             } => ApiError::new(StatusCode::TOO_MANY_REQUESTS, TOO_MANY_REQUESTS)
                 .header(RETRY_AFTER, HeaderValue::from(retry_after_seconds.max(1))),
-            AuthError::Db(e) => ApiError::internal_error(&e),
+            AuthError::Db(e) => ApiError::from(e),
             AuthError::Internal(e) => ApiError::internal(e),
         }
     }

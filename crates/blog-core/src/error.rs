@@ -96,7 +96,7 @@ impl From<BlogError> for ApiError {
                 }
                 error
             }
-            BlogError::Db(e) => ApiError::internal_error(&e),
+            BlogError::Db(e) => ApiError::from(e),
             BlogError::Internal(e) => ApiError::internal(e),
         }
     }

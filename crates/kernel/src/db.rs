@@ -284,6 +284,24 @@ impl<DB: diesel::backend::Backend> MigrationSource<DB> for Source {
 }
 
 impl DbError {
+    /// True when the database could not be reached or the connection was lost under the query
+    /// (the server restarted, the connection was killed, the pool could not open one): the
+    /// request may succeed if retried, so it is a 503, not a 500.
+    pub fn is_connection_lost(&self) -> bool {
+        match self {
+            DbError::Connect(_) | DbError::Pool(_) => true,
+            DbError::Query(QueryError::DatabaseError(kind, info)) => {
+                matches!(kind, DatabaseErrorKind::ClosedConnection) || {
+                    let message = info.message();
+                    message.contains("terminating connection")
+                        || message.contains("connection closed")
+                        || message.contains("server closed the connection")
+                }
+            }
+            _ => false,
+        }
+    }
+
     /// True when the query failed on a unique constraint (the same kind on both backends): the
     /// usual way to answer 409 for a name or slug taken by a concurrent write.
     pub fn is_unique_violation(&self) -> bool {

@@ -177,9 +177,20 @@ impl ResponseError for ApiError {
     }
 }
 
+/// Seconds a client is asked to wait after a 503 for a lost database connection.
+const RETRY_AFTER_SECONDS: u32 = 1;
+
 impl From<crate::DbError> for ApiError {
+    /// A lost or unreachable database is a 503 with `Retry-After` (the request may succeed when
+    /// retried); any other database failure is a 500. Both keep the cause for the log.
     fn from(e: crate::DbError) -> Self {
-        ApiError::internal_error(&e)
+        if e.is_connection_lost() {
+            ApiError::service_unavailable("Database temporarily unavailable, try again shortly")
+                .header(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS))
+                .caused_by(crate::error::cause_chain(&e))
+        } else {
+            ApiError::internal_error(&e)
+        }
     }
 }
 

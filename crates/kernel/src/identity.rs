@@ -113,7 +113,14 @@ impl From<AuthFailure> for ApiError {
             AuthFailure::NotAuthenticated => ApiError::unauthorized(NOT_AUTHENTICATED),
             AuthFailure::InvalidCredentials => ApiError::unauthorized(INVALID_CREDENTIALS),
             AuthFailure::Inactive => ApiError::unauthorized(INACTIVE_USER),
-            AuthFailure::Unavailable(cause) => ApiError::internal(cause),
+            AuthFailure::Unavailable(cause) => ApiError::service_unavailable(
+                "Authentication temporarily unavailable, try again shortly",
+            )
+            .header(
+                header::RETRY_AFTER,
+                actix_web::http::header::HeaderValue::from(1u32),
+            )
+            .caused_by(cause),
         }
     }
 }

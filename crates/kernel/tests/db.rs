@@ -115,3 +115,48 @@ async fn concurrent_write_transactions_all_succeed(db: TestDb) {
     let mut pooled = pool.get().await.unwrap();
     assert_eq!(count(&mut pooled.conn()).await.unwrap(), 40);
 }
+
+/// A PostgreSQL connection killed under the pool (`pg_terminate_backend`): the query on it fails
+/// as a lost connection (503 with `Retry-After`, not 500), and the pool serves again afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_postgres_connections_are_503_and_the_pool_recovers() {
+    let Some(db) = TestDb::postgres().await else {
+        eprintln!("TEST_DATABASE_URL is not set: PostgreSQL run skipped");
+        return;
+    };
+    let pool = pool(&db).await;
+    let admin = DbPool::connect(&db.url, 1).await.unwrap();
+    let mut pooled = pool.get().await.unwrap();
+    let pid: i32 = match pooled.conn() {
+        DbConn::Postgres(c) => {
+            use diesel_async::RunQueryDsl;
+            diesel::select(diesel::dsl::sql::<diesel::sql_types::Integer>(
+                "pg_backend_pid()",
+            ))
+            .get_result(c)
+            .await
+            .unwrap()
+        }
+        DbConn::Sqlite(_) => unreachable!("a PostgreSQL database"),
+    };
+    {
+        let mut killer = admin.get().await.unwrap();
+        let DbConn::Postgres(c) = killer.conn() else {
+            unreachable!("a PostgreSQL database")
+        };
+        c.batch_execute(&format!("SELECT pg_terminate_backend({pid})"))
+            .await
+            .unwrap();
+    }
+    let failed = count(&mut pooled.conn()).await.map_err(DbError::from);
+    let error = failed.expect_err("the killed connection cannot answer");
+    assert!(error.is_connection_lost(), "{error:?}");
+    let api = kernel::ApiError::from(error);
+    assert_eq!(api.status().as_u16(), 503);
+    drop(pooled);
+    // Every connection of the pool answers again.
+    for _ in 0..8 {
+        let mut pooled = pool.get().await.unwrap();
+        assert_eq!(count(&mut pooled.conn()).await.unwrap(), 0);
+    }
+}
