@@ -104,6 +104,8 @@ pub fn split_front_matter(text: &str) -> Result<(Map<String, Value>, String), St
         return Ok((toml_fields(inner)?, strip_blank_line(body).to_owned()));
     }
     if text.starts_with('{') {
+        let head = &text[..text.len().min(FRONT_MATTER_MAX_BYTES)];
+        check_front_matter_shape(head)?;
         let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
         return match stream.next() {
             Some(Ok(Value::Object(map))) => {
@@ -155,7 +157,39 @@ fn strip_blank_line(body: &str) -> &str {
         .unwrap_or(body)
 }
 
+/// The largest front matter read: metadata, not content.
+pub const FRONT_MATTER_MAX_BYTES: usize = 64 * 1024;
+/// The deepest nesting of `[` and `{` in front matter.
+pub const FRONT_MATTER_MAX_DEPTH: usize = 32;
+
+/// Refuses front matter too large or too deeply nested before a parser sees it: a YAML parser
+/// spends seconds of CPU on `x: [[[[…]]]]` nested 100,000 deep.
+fn check_front_matter_shape(inner: &str) -> Result<(), String> {
+    if inner.len() > FRONT_MATTER_MAX_BYTES {
+        return Err(format!(
+            "Front matter too large: at most {FRONT_MATTER_MAX_BYTES} bytes"
+        ));
+    }
+    let mut depth = 0usize;
+    for byte in inner.bytes() {
+        match byte {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > FRONT_MATTER_MAX_DEPTH {
+                    return Err(format!(
+                        "Front matter nested too deeply: at most {FRONT_MATTER_MAX_DEPTH} levels of [ and {{"
+                    ));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn yaml_fields(inner: &str) -> Result<Map<String, Value>, String> {
+    check_front_matter_shape(inner)?;
     if inner.trim().is_empty() {
         return Ok(Map::new());
     }
@@ -204,6 +238,7 @@ fn yaml_to_json(value: serde_yaml_ng::Value) -> Value {
 }
 
 fn toml_fields(inner: &str) -> Result<Map<String, Value>, String> {
+    check_front_matter_shape(inner)?;
     let table: toml::Table =
         toml::from_str(inner).map_err(|e| format!("Invalid TOML front matter: {}", e.message()))?;
     Ok(table
@@ -688,6 +723,27 @@ fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deep_or_huge_front_matter_fails_at_once() {
+        let nested = |n: usize| format!("---\nx: {}{}\n---\nbody\n", "[".repeat(n), "]".repeat(n));
+        let err = split_front_matter(&nested(1_000)).err().unwrap_or_default();
+        assert!(err.contains("nested too deeply"), "{err}");
+        // The 200 KB upload that cost 33 s of CPU: refused by its size before any parser runs.
+        let err = split_front_matter(&nested(100_000))
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("too large"), "{err}");
+        let json = format!("{}\n", "{\"a\":".repeat(40));
+        let err = split_front_matter(&json).err().unwrap_or_default();
+        assert!(err.contains("nested too deeply"), "{err}");
+        let huge = format!("+++\ntitle = \"{}\"\n+++\n", "x".repeat(70_000));
+        let err = split_front_matter(&huge).err().unwrap_or_default();
+        assert!(err.contains("too large"), "{err}");
+        // Ordinary nesting still parses.
+        let fine = "---\ntags: [a, [b, {c: d}]]\n---\nbody\n";
+        assert!(split_front_matter(fine).is_ok());
+    }
 
     fn now() -> NaiveDateTime {
         parse_date("2030-01-01T00:00:00Z").unwrap_or_default()
