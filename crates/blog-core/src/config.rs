@@ -9,6 +9,7 @@ pub const DEFAULT_IMPORT_MAX_ENTRIES: usize = 10_000;
 /// 200 MiB.
 pub const DEFAULT_IMPORT_MAX_UNPACKED_BYTES: u64 = 200 * 1024 * 1024;
 pub const DEFAULT_IMPORT_MAX_RATIO: u64 = 100;
+pub const DEFAULT_IMPORT_CONCURRENCY: usize = 2;
 
 /// Who may use the write and editor endpoints (`BLOG_PROTECTION`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +51,9 @@ pub struct BlogConfig {
     pub import_max_entries: usize,
     /// `BLOG_IMPORT_MAX_UNPACKED_BYTES` (default 200 MiB): what an imported zip unpacks to.
     pub import_max_unpacked_bytes: u64,
+    /// `BLOG_IMPORT_CONCURRENCY` (default 2): imports handled at once; more answer 503 with
+    /// `Retry-After` (each holds its upload in memory).
+    pub import_concurrency: usize,
     /// `BLOG_IMPORT_MAX_RATIO` (default 100): the compression ratio an entry over 1 MiB may have.
     pub import_max_ratio: u64,
 }
@@ -59,6 +63,7 @@ impl Default for BlogConfig {
         Self {
             protection: None,
             import_max_bytes: DEFAULT_IMPORT_MAX_BYTES,
+            import_concurrency: DEFAULT_IMPORT_CONCURRENCY,
             import_max_entries: DEFAULT_IMPORT_MAX_ENTRIES,
             import_max_unpacked_bytes: DEFAULT_IMPORT_MAX_UNPACKED_BYTES,
             import_max_ratio: DEFAULT_IMPORT_MAX_RATIO,
@@ -99,6 +104,11 @@ impl BlogConfig {
                 "BLOG_IMPORT_MAX_UNPACKED_BYTES",
                 DEFAULT_IMPORT_MAX_UNPACKED_BYTES,
                 1..=u64::MAX,
+            )?,
+            import_concurrency: parse_in_range(
+                "BLOG_IMPORT_CONCURRENCY",
+                DEFAULT_IMPORT_CONCURRENCY,
+                1..=1024,
             )?,
             import_max_ratio: parse_in_range(
                 "BLOG_IMPORT_MAX_RATIO",

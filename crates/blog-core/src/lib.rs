@@ -124,6 +124,7 @@ impl BuildModule for BlogModule {
             service: service.clone(),
             protection,
             import_max_bytes: config.import_max_bytes,
+            imports: Arc::new(tokio::sync::Semaphore::new(config.import_concurrency)),
         });
         Ok(BlogModule {
             pool: deps.pool.clone(),

@@ -24,6 +24,8 @@ pub struct BlogState {
     pub protection: Protection,
     /// The largest import upload, in bytes.
     pub import_max_bytes: usize,
+    /// Imports handled at once (`BLOG_IMPORT_CONCURRENCY`).
+    pub imports: Arc<tokio::sync::Semaphore>,
 }
 
 /// Extractor for the write and editor endpoints: checks the caller against the protection level

@@ -2,7 +2,9 @@
 //! (a multipart upload).
 
 use actix_multipart::{Multipart, MultipartError};
-use actix_web::http::header::{self, ContentDisposition, DispositionParam, DispositionType};
+use actix_web::http::header::{
+    self, ContentDisposition, DispositionParam, DispositionType, HeaderValue, RETRY_AFTER,
+};
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use futures_util::StreamExt;
@@ -153,6 +155,9 @@ async fn read_upload(
     })
 }
 
+/// Seconds a client is asked to wait when every import slot is taken.
+const IMPORT_RETRY_AFTER_SECONDS: u32 = 5;
+
 #[utoipa::path(
     tag = "blog",
     security(("bearer" = [])),
@@ -166,6 +171,7 @@ async fn read_upload(
         (status = 409, description = "on_conflict=fail met an existing slug: nothing was kept; the body also carries the ImportResult so far"),
         (status = 413, description = "The upload is over BLOG_IMPORT_MAX_BYTES"),
         (status = 422, description = "Unknown on_conflict, or no file"),
+        (status = 503, description = "BLOG_IMPORT_CONCURRENCY imports are already running: retry after Retry-After seconds"),
     )
 )]
 #[post("/import")]
@@ -190,6 +196,12 @@ pub async fn import(
             )])
         })?,
     };
+    // Taken before the upload is read, held until the import is done: each one holds its upload
+    // in memory, so only a few run at once.
+    let _running = state.imports.clone().try_acquire_owned().map_err(|_| {
+        ApiError::service_unavailable("Too many imports in progress: try again shortly")
+            .header(RETRY_AFTER, HeaderValue::from(IMPORT_RETRY_AFTER_SECONDS))
+    })?;
     let (file_name, bytes) = read_upload(&req, payload, state.import_max_bytes).await?;
     let options = ImportOptions {
         on_conflict,

@@ -11,6 +11,7 @@ kernel::backend_tests! {
     zip_bomb_limits,
     uploads_over_the_limit_are_413,
     export_and_import_without_http,
+    concurrent_imports_are_bounded,
 }
 
 const JEKYLL: &str = r#"---
@@ -603,4 +604,71 @@ async fn export_and_import_without_http(db: TestDb) {
         .import_path(&dir.path().join("nope.zip"), ImportOptions::default())
         .await;
     assert!(matches!(missing, Err(blog_core::BlogError::Upload(_))));
+}
+
+/// With every import slot taken (here one, by an upload still arriving), another import answers
+/// 503 with `Retry-After` at once, without reading its upload; the slot frees when the first ends.
+async fn concurrent_imports_are_bounded(db: TestDb) {
+    let config = BlogConfig {
+        import_concurrency: 1,
+        ..BlogConfig::default()
+    };
+    let c = start(db, config, true).await;
+    let boundary = "slowboundary";
+    // An upload that sends its first part and then waits for `sender`.
+    let slow_upload = || {
+        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
+        let head = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.md\"\r\n\r\n---\ntitle: Slow\n---\n"
+        );
+        let stream = futures_util::stream::unfold(receiver, |mut r| async move {
+            r.recv().await.map(|item| (item, r))
+        });
+        let request = c
+            .req(reqwest::Method::POST, "/import", Some(ADMIN))
+            .header(
+                "content-type",
+                format!("multipart/form-data; boundary={boundary}"),
+            )
+            .body(reqwest::Body::wrap_stream(stream))
+            .send();
+        let _ = sender.try_send(Ok(head.into_bytes()));
+        (sender, tokio::spawn(request))
+    };
+    let (mut sender, mut slow) = slow_upload();
+    let mut refused = None;
+    for _ in 0..200 {
+        let r = c
+            .upload("", Some(ADMIN), "quick.md", b"# Quick\n".to_vec())
+            .await;
+        if r.status() == StatusCode::SERVICE_UNAVAILABLE {
+            refused = Some(r);
+            break;
+        }
+        if slow.is_finished() {
+            // The quick upload held the slot when the slow one arrived: start the slow one again.
+            (sender, slow) = slow_upload();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let refused = refused.expect("a second import is refused while the first runs");
+    assert_eq!(refused.headers()["retry-after"], "5");
+    assert!(
+        detail(refused)
+            .await
+            .as_str()
+            .unwrap()
+            .contains("Too many imports")
+    );
+    sender
+        .send(Ok(format!("Body.\r\n--{boundary}--\r\n").into_bytes()))
+        .await
+        .unwrap();
+    drop(sender);
+    let slow = slow.await.unwrap().unwrap();
+    assert_eq!(slow.status(), StatusCode::OK);
+    let r = c
+        .upload("", Some(ADMIN), "after.md", b"# After\n".to_vec())
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
 }
