@@ -51,10 +51,17 @@ pub fn overall(modules: &BTreeMap<String, ModuleHealth>) -> HealthStatus {
 )]
 #[get("/health")]
 pub async fn health(state: web::Data<Composed>) -> HttpResponse {
-    let checks = state
-        .modules
-        .iter()
-        .map(|m| async move { (m.name().to_owned(), m.health().await) });
+    // Each check on a task of its own: a caller that leaves does not cut a query short.
+    let checks = state.modules.iter().map(|m| {
+        let module = m.clone();
+        let name = m.name().to_owned();
+        async move {
+            let health = tokio::spawn(async move { module.health().await })
+                .await
+                .unwrap_or_else(|e| ModuleHealth::unhealthy(format!("health check failed: {e}")));
+            (name, health)
+        }
+    });
     let mut modules: BTreeMap<String, ModuleHealth> = futures_util::future::join_all(checks)
         .await
         .into_iter()
@@ -73,11 +80,20 @@ pub async fn health(state: web::Data<Composed>) -> HttpResponse {
 }
 
 async fn database_health(state: &Composed) -> ModuleHealth {
-    match state.pool.ping().await {
+    match ping(&state.pool).await {
         Ok(()) => ModuleHealth::healthy(format!("{} reachable", state.pool.backend().name())),
         Err(e) => {
             ModuleHealth::unhealthy(format!("{} unreachable: {e}", state.pool.backend().name()))
         }
+    }
+}
+
+/// `SELECT 1` on a task of its own (see `kernel::db::run_detached`).
+async fn ping(pool: &kernel::DbPool) -> Result<(), String> {
+    let pool = pool.clone();
+    match tokio::spawn(async move { pool.ping().await }).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -100,10 +116,17 @@ pub async fn live() -> HttpResponse {
 #[get("/health/ready")]
 pub async fn ready(state: web::Data<Composed>) -> HttpResponse {
     let mut problems = Vec::new();
-    if let Err(e) = state.pool.ping().await {
+    if let Err(e) = ping(&state.pool).await {
         problems.push(format!("database unreachable: {e}"));
     }
-    let checks = state.modules.iter().map(|m| m.ready());
+    let checks = state.modules.iter().map(|m| {
+        let module = m.clone();
+        async move {
+            tokio::spawn(async move { module.ready().await })
+                .await
+                .unwrap_or_else(|e| Err(format!("readiness check failed: {e}")))
+        }
+    });
     for result in futures_util::future::join_all(checks).await {
         if let Err(why) = result {
             problems.push(why);

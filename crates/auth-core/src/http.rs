@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, get, patch, post, web};
+use kernel::db::run_detached;
 use kernel::identity::{AuthFailure, MinRole, bearer_token, roles};
 use kernel::pagination::PageParams;
 use kernel::{ApiError, FieldError, Role};
@@ -30,8 +31,11 @@ impl AuthState {
     /// The active user behind the request's bearer token, as the full account (`/me` answers
     /// fields a `Principal` does not carry). The other routes use the kernel's extractors.
     async fn current_user(&self, req: &HttpRequest) -> Result<User, ApiError> {
-        let bearer = bearer_token(req).ok_or(AuthFailure::NotAuthenticated)?;
-        Ok(self.service.user_for_token(bearer).await?)
+        let bearer = bearer_token(req)
+            .ok_or(AuthFailure::NotAuthenticated)?
+            .to_owned();
+        let service = self.service.clone();
+        run_detached(async move { service.user_for_token(&bearer).await }).await
     }
 }
 
@@ -144,7 +148,8 @@ pub async fn register(
         is_active: body.is_active,
     };
     let ip = state.client_ip(&req);
-    let user = state.service.register(input, ip.as_deref()).await?;
+    let service = state.service.clone();
+    let user = run_detached(async move { service.register(input, ip.as_deref()).await }).await?;
     Ok(HttpResponse::Created().json(UserResponse::from(user)))
 }
 
@@ -183,10 +188,10 @@ pub async fn token(
         return Err(ApiError::field_list(with_nul));
     }
     let ip = state.client_ip(&req);
-    let access_token = state
-        .service
-        .login(&username, &password, ip.as_deref())
-        .await?;
+    let service = state.service.clone();
+    let access_token =
+        run_detached(async move { service.login(&username, &password, ip.as_deref()).await })
+            .await?;
     Ok(HttpResponse::Ok().json(TokenResponse {
         access_token,
         token_type: "bearer".to_owned(),
@@ -226,7 +231,8 @@ pub async fn list_users(
 ) -> Result<web::Json<UserListResponse>, ApiError> {
     admin_id(&admin)?;
     let page = query.into_inner().resolve()?;
-    let (users, total) = state.service.list_users(page).await?;
+    let service = state.service.clone();
+    let (users, total) = run_detached(async move { service.list_users(page).await }).await?;
     Ok(web::Json(UserListResponse {
         users: users.into_iter().map(UserResponse::from).collect(),
         total,
@@ -265,10 +271,9 @@ pub async fn update_user(
         .into());
     }
     let patch = UserPatch { is_active, role };
-    let user = state
-        .service
-        .update_user(Some(admin_id), path.into_inner(), patch)
-        .await
-        .map_err(ApiError::from)?;
+    let service = state.service.clone();
+    let id = path.into_inner();
+    let user =
+        run_detached(async move { service.update_user(Some(admin_id), id, patch).await }).await?;
     Ok(web::Json(user.into()))
 }

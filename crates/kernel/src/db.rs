@@ -196,6 +196,27 @@ impl DbPool {
     }
 }
 
+/// Runs `work` (a unit of database work, such as one service call) on a task of its own and
+/// waits for it. A request's future can be dropped at any `.await` (the client went away, a
+/// timeout fired); the unit then still completes, or rolls back, on its task instead of being
+/// cut off inside a query, where SQLite's connection wrapper would panic (it waits for the query
+/// from the drop, which actix-web's single-threaded workers forbid) and a transaction could be
+/// left half done on the connection. Handlers call services through this.
+pub async fn run_detached<T, E>(
+    work: impl std::future::Future<Output = Result<T, E>> + Send + 'static,
+) -> Result<T, crate::ApiError>
+where
+    T: Send + 'static,
+    E: Into<crate::ApiError> + Send + 'static,
+{
+    match tokio::spawn(work).await {
+        Ok(result) => result.map_err(Into::into),
+        Err(e) => Err(crate::ApiError::internal(format!(
+            "unit of work failed: {e}"
+        ))),
+    }
+}
+
 /// Applies the pending migrations of each set, in order. On PostgreSQL this holds an advisory
 /// lock, on SQLite a write transaction, so that several instances can start at once. Needs tokio's multi-threaded runtime.
 pub async fn migrate(url: &str, sets: &[MigrationSet]) -> Result<(), DbError> {

@@ -160,3 +160,57 @@ async fn killed_postgres_connections_are_503_and_the_pool_recovers() {
         assert_eq!(count(&mut pooled.conn()).await.unwrap(), 0);
     }
 }
+
+/// A unit of work whose caller is dropped mid-query (a timeout here, on a single-threaded runtime
+/// like actix-web's workers): run through `run_detached`, it finishes on its own task without a
+/// panic, and the pool serves every connection afterwards. Without it, dropping the query future
+/// on SQLite panics ("can call blocking only when running on the multi-threaded runtime").
+#[tokio::test(flavor = "current_thread")]
+async fn units_dropped_mid_query_finish_on_their_own_task() {
+    for db in [Some(TestDb::sqlite().await), TestDb::postgres().await]
+        .into_iter()
+        .flatten()
+    {
+        let pool = pool(&db).await;
+        let blocker = DbPool::connect(&db.url, 1).await.unwrap();
+        let mut held = blocker.get().await.unwrap();
+        match held.conn() {
+            DbConn::Sqlite(c) => c.batch_execute("BEGIN IMMEDIATE").await.unwrap(),
+            DbConn::Postgres(c) => c
+                .batch_execute("BEGIN; LOCK TABLE notes IN EXCLUSIVE MODE")
+                .await
+                .unwrap(),
+        }
+        let unit_pool = pool.clone();
+        let unit = kernel::db::run_detached(async move {
+            let mut pooled = unit_pool.get().await?;
+            insert(&mut pooled.conn(), "waited")
+                .await
+                .map_err(DbError::from)
+        });
+        let timed_out = tokio::time::timeout(std::time::Duration::from_millis(200), unit).await;
+        assert!(timed_out.is_err(), "the insert waited on the lock");
+        match held.conn() {
+            DbConn::Sqlite(c) => c.batch_execute("ROLLBACK").await.unwrap(),
+            DbConn::Postgres(c) => c.batch_execute("ROLLBACK").await.unwrap(),
+        }
+        drop(held);
+        // The dropped unit completes on its own.
+        let mut stored = 0;
+        for _ in 0..100 {
+            let mut pooled = pool.get().await.unwrap();
+            stored = count(&mut pooled.conn()).await.unwrap();
+            if stored == 1 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(stored, 1, "{:?}", db.backend);
+        for i in 0..8 {
+            let mut pooled = pool.get().await.unwrap();
+            insert(&mut pooled.conn(), &format!("after {i}"))
+                .await
+                .unwrap();
+        }
+    }
+}

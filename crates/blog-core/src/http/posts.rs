@@ -1,6 +1,7 @@
 //! Posts: the public list and page, the editor list, create, update, publish, archive, delete.
 
 use actix_web::{HttpResponse, delete, get, post, put, web};
+use kernel::db::run_detached;
 use kernel::pagination::PageParams;
 use kernel::{ApiError, FieldError};
 
@@ -61,10 +62,10 @@ pub async fn list_posts(
         page_size: query.page_size,
     }
     .resolve()?;
-    let posts = state
-        .service
-        .list_published(page, tag_filter(&query.tag))
-        .await?;
+    let service = state.service.clone();
+    let tag = tag_filter(&query.tag).map(str::to_owned);
+    let posts =
+        run_detached(async move { service.list_published(page, tag.as_deref()).await }).await?;
     Ok(web::Json(list_response(posts, page.page, page.page_size)))
 }
 
@@ -81,7 +82,9 @@ pub async fn get_post(
     state: web::Data<BlogState>,
     slug: web::Path<String>,
 ) -> Result<web::Json<BlogPostResponse>, ApiError> {
-    let post = state.service.get_published(&slug.into_inner()).await?;
+    let service = state.service.clone();
+    let slug = slug.into_inner();
+    let post = run_detached(async move { service.get_published(&slug).await }).await?;
     Ok(web::Json(post.into()))
 }
 
@@ -109,10 +112,10 @@ pub async fn admin_list_posts(
     }
     .resolve()?;
     let status = parse_status("status", query.status.as_deref())?;
-    let posts = state
-        .service
-        .list_all(page, status, tag_filter(&query.tag))
-        .await?;
+    let service = state.service.clone();
+    let tag = tag_filter(&query.tag).map(str::to_owned);
+    let posts =
+        run_detached(async move { service.list_all(page, status, tag.as_deref()).await }).await?;
     Ok(web::Json(list_response(posts, page.page, page.page_size)))
 }
 
@@ -134,10 +137,9 @@ pub async fn create_post(
     state: web::Data<BlogState>,
     body: web::Json<BlogPostCreate>,
 ) -> Result<HttpResponse, ApiError> {
-    let post = state
-        .service
-        .create_post(&editor.0, body.into_inner().into())
-        .await?;
+    let service = state.service.clone();
+    let (author, input) = (editor.0, body.into_inner().into());
+    let post = run_detached(async move { service.create_post(&author, input).await }).await?;
     Ok(HttpResponse::Created().json(BlogPostResponse::from(post)))
 }
 
@@ -162,10 +164,9 @@ pub async fn update_post(
     path: web::Path<i64>,
     body: web::Json<BlogPostUpdate>,
 ) -> Result<web::Json<BlogPostResponse>, ApiError> {
-    let post = state
-        .service
-        .update_post(path.into_inner(), body.into_inner().into())
-        .await?;
+    let service = state.service.clone();
+    let (id, patch) = (path.into_inner(), body.into_inner().into());
+    let post = run_detached(async move { service.update_post(id, patch).await }).await?;
     Ok(web::Json(post.into()))
 }
 
@@ -186,9 +187,10 @@ pub async fn publish_post(
     state: web::Data<BlogState>,
     path: web::Path<i64>,
 ) -> Result<web::Json<BlogPostResponse>, ApiError> {
-    Ok(web::Json(
-        state.service.publish_post(path.into_inner()).await?.into(),
-    ))
+    let service = state.service.clone();
+    let id = path.into_inner();
+    let post = run_detached(async move { service.publish_post(id).await }).await?;
+    Ok(web::Json(post.into()))
 }
 
 #[utoipa::path(
@@ -208,9 +210,10 @@ pub async fn archive_post(
     state: web::Data<BlogState>,
     path: web::Path<i64>,
 ) -> Result<web::Json<BlogPostResponse>, ApiError> {
-    Ok(web::Json(
-        state.service.archive_post(path.into_inner()).await?.into(),
-    ))
+    let service = state.service.clone();
+    let id = path.into_inner();
+    let post = run_detached(async move { service.archive_post(id).await }).await?;
+    Ok(web::Json(post.into()))
 }
 
 #[utoipa::path(
@@ -230,6 +233,8 @@ pub async fn delete_post(
     state: web::Data<BlogState>,
     path: web::Path<i64>,
 ) -> Result<HttpResponse, ApiError> {
-    state.service.delete_post(path.into_inner()).await?;
+    let service = state.service.clone();
+    let id = path.into_inner();
+    run_detached(async move { service.delete_post(id).await }).await?;
     Ok(HttpResponse::NoContent().finish())
 }

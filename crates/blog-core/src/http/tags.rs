@@ -2,6 +2,7 @@
 
 use actix_web::{HttpResponse, delete, get, post, put, web};
 use kernel::ApiError;
+use kernel::db::run_detached;
 
 use super::dto::{BlogTagCreate, BlogTagListResponse, BlogTagResponse, BlogTagUpdate};
 use super::{BlogState, Editor};
@@ -14,9 +15,8 @@ use super::{BlogState, Editor};
 pub async fn list_tags(
     state: web::Data<BlogState>,
 ) -> Result<web::Json<BlogTagListResponse>, ApiError> {
-    let tags: Vec<BlogTagResponse> = state
-        .service
-        .list_tags()
+    let service = state.service.clone();
+    let tags: Vec<BlogTagResponse> = run_detached(async move { service.list_tags().await })
         .await?
         .into_iter()
         .map(Into::into)
@@ -43,7 +43,9 @@ pub async fn create_tag(
     state: web::Data<BlogState>,
     body: web::Json<BlogTagCreate>,
 ) -> Result<HttpResponse, ApiError> {
-    let tag = state.service.create_tag(body.into_inner().into()).await?;
+    let service = state.service.clone();
+    let input = body.into_inner().into();
+    let tag = run_detached(async move { service.create_tag(input).await }).await?;
     Ok(HttpResponse::Created().json(BlogTagResponse::from(tag)))
 }
 
@@ -68,10 +70,9 @@ pub async fn update_tag(
     path: web::Path<i64>,
     body: web::Json<BlogTagUpdate>,
 ) -> Result<web::Json<BlogTagResponse>, ApiError> {
-    let tag = state
-        .service
-        .update_tag(path.into_inner(), body.into_inner().into())
-        .await?;
+    let service = state.service.clone();
+    let (id, patch) = (path.into_inner(), body.into_inner().into());
+    let tag = run_detached(async move { service.update_tag(id, patch).await }).await?;
     Ok(web::Json(tag.into()))
 }
 
@@ -92,6 +93,8 @@ pub async fn delete_tag(
     state: web::Data<BlogState>,
     path: web::Path<i64>,
 ) -> Result<HttpResponse, ApiError> {
-    state.service.delete_tag(path.into_inner()).await?;
+    let service = state.service.clone();
+    let id = path.into_inner();
+    run_detached(async move { service.delete_tag(id).await }).await?;
     Ok(HttpResponse::NoContent().finish())
 }

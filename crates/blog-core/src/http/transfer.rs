@@ -8,6 +8,7 @@ use actix_web::http::header::{
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use futures_util::StreamExt;
+use kernel::db::run_detached;
 use kernel::{ApiError, FieldError};
 use tokio::io::AsyncReadExt;
 
@@ -60,10 +61,9 @@ pub async fn export(
         })?,
     };
     let status = parse_status("status_filter", query.status_filter.as_deref())?;
-    let export = state
-        .service
-        .export(ExportOptions { format, status })
-        .await?;
+    let service = state.service.clone();
+    let export =
+        run_detached(async move { service.export(ExportOptions { format, status }).await }).await?;
     let disposition = ContentDisposition {
         disposition: DispositionType::Attachment,
         parameters: vec![DispositionParam::Filename(export.file_name().to_owned())],
@@ -198,7 +198,7 @@ pub async fn import(
     };
     // Taken before the upload is read, held until the import is done: each one holds its upload
     // in memory, so only a few run at once.
-    let _running = state.imports.clone().try_acquire_owned().map_err(|_| {
+    let running = state.imports.clone().try_acquire_owned().map_err(|_| {
         ApiError::service_unavailable("Too many imports in progress: try again shortly")
             .header(RETRY_AFTER, HeaderValue::from(IMPORT_RETRY_AFTER_SECONDS))
     })?;
@@ -208,9 +208,12 @@ pub async fn import(
         author: editor.0,
         progress: None,
     };
-    let result = state
-        .service
-        .import_bytes(&file_name, bytes, options)
-        .await?;
+    let service = state.service.clone();
+    let result = run_detached(async move {
+        // The slot stays taken until the import itself is done, even if the client leaves.
+        let _running = running;
+        service.import_bytes(&file_name, bytes, options).await
+    })
+    .await?;
     Ok(web::Json(result))
 }

@@ -290,6 +290,7 @@ fn unzip(bytes: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
+mod cancellation;
 mod export;
 mod import;
 mod lists;
