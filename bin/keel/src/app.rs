@@ -97,6 +97,7 @@ pub async fn compose(
             json: config.max_json_bytes,
         },
         redis: SharedRedis::new(&config.redis_url, config.redis_db),
+        read_cache: config.read_cache,
     };
     let mut built: Vec<(usize, Arc<dyn Module>)> = Vec::new();
     let mut runner = None;

@@ -40,6 +40,10 @@ pub struct Config {
     pub redis_url: String,
     /// `REDIS_DB`: overrides the database number of `REDIS_URL`.
     pub redis_db: Option<i64>,
+    /// `READ_CACHE` (default on): serve hot public reads (blog list, post, tags; the user behind a
+    /// token) from an in-process cache that local writes clear at once and that holds nothing
+    /// older than a second.
+    pub read_cache: bool,
     /// Every compiled module's settings (`settings.get_mut::<AuthConfig>()`, ...).
     pub settings: Settings,
 }
@@ -65,6 +69,7 @@ impl Default for Config {
             shutdown_timeout_seconds: 30,
             redis_url: DEFAULT_REDIS_URL.to_owned(),
             redis_db: None,
+            read_cache: true,
             settings,
         }
     }
@@ -127,6 +132,7 @@ impl Config {
                 None => None,
                 Some(_) => Some(parse_in_range("REDIS_DB", 0, 0..=10_000)?),
             },
+            read_cache: kernel::config::flag("READ_CACHE", true)?,
             settings,
         })
     }

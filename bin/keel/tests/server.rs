@@ -62,6 +62,7 @@ kernel::backend_tests! {
     cli_manages_users_that_the_api_sees,
     cli_exports_and_imports_the_blog,
     declared_security_is_what_routes_enforce,
+    cached_reads_follow_the_visibility_rules,
     modules_without_an_identity_provider_are_open,
 }
 
@@ -214,6 +215,80 @@ async fn unmounted_modules_answer_404(db: TestDb) {
         .await
         .unwrap();
     assert!(doc["paths"].get("/api/v1/auth/me").is_none());
+}
+
+/// The read cache's rules, with it on and off, between two servers on one database: a write is
+/// visible to the very next read of the server that made it, and to the other server within a
+/// second; a user deactivated by another process is refused everywhere within that second.
+async fn cached_reads_follow_the_visibility_rules(db: TestDb) {
+    for read_cache in [true, false] {
+        let fresh = match db.backend {
+            kernel::db::Backend::Sqlite => TestDb::sqlite().await,
+            kernel::db::Backend::Postgres => TestDb::postgres().await.unwrap(),
+        };
+        let settings = Config {
+            read_cache,
+            ..config(&fresh)
+        };
+        let a = spawn(settings.clone()).await;
+        let b = spawn(settings).await;
+        let token = sign_up(&a, "reader@example.com").await;
+        let public = |s: &TestServer| s.client.get(s.url("/api/v1/blog/posts")).send();
+        let total = |v: Value| v["total"].as_i64().unwrap();
+        // Both servers have answered (and may have cached) the empty list.
+        assert_eq!(total(public(&a).await.unwrap().json().await.unwrap()), 0);
+        assert_eq!(total(public(&b).await.unwrap().json().await.unwrap()), 0);
+        let post: Value = a
+            .client
+            .post(a.url("/api/v1/blog/posts"))
+            .bearer_auth(&token)
+            .json(&json!({"title": "Cached", "content": "x"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let r = a
+            .client
+            .post(a.url(&format!("/api/v1/blog/posts/{}/publish", post["id"])))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        // The writer's very next read sees it.
+        assert_eq!(
+            total(public(&a).await.unwrap().json().await.unwrap()),
+            1,
+            "{read_cache}"
+        );
+        // The other server within a second (at once without the cache).
+        if !read_cache {
+            assert_eq!(total(public(&b).await.unwrap().json().await.unwrap()), 1);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+        assert_eq!(
+            total(public(&b).await.unwrap().json().await.unwrap()),
+            1,
+            "{read_cache}"
+        );
+
+        // A user deactivated by another process (the CLI) is refused within the second.
+        let me = |s: &TestServer| s.client.get(s.url("/auth/me")).bearer_auth(&token).send();
+        assert_eq!(me(&b).await.unwrap().status(), StatusCode::OK);
+        let (ok, out) = keel(&fresh, &["users", "deactivate", "reader@example.com"]);
+        assert!(ok, "{out}");
+        if !read_cache {
+            assert_eq!(me(&b).await.unwrap().status(), StatusCode::UNAUTHORIZED);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+        for s in [&a, &b] {
+            let r = me(s).await.unwrap();
+            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{read_cache}");
+            assert_eq!(r.json::<Value>().await.unwrap()["detail"], "Inactive user");
+        }
+    }
 }
 
 /// Every operation of the served OpenAPI document, called without a token and without a body:

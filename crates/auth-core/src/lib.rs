@@ -109,6 +109,7 @@ impl BuildModule for AuthModule {
             keys,
             hasher,
             limiter,
+            deps.read_cache,
         ));
         let state = web::Data::new(http::AuthState {
             service: service.clone(),

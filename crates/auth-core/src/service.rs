@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use kernel::cache::ReadCache;
 use kernel::identity::AuthFailure;
 use kernel::pagination::Page;
 use kernel::{Authenticator, DbPool, Principal, Role};
@@ -103,15 +104,28 @@ pub struct AuthServiceImpl {
     keys: TokenKeys,
     hasher: Hasher,
     limiter: RateLimiter,
+    /// The users behind tokens, by id (`READ_CACHE`): cleared by every change made here, and
+    /// never older than a second, so a user deactivated elsewhere is refused within it.
+    users: ReadCache<i64, User>,
 }
 
+/// Users kept at most in the token cache.
+const USER_CACHE_ENTRIES: usize = 10_000;
+
 impl AuthServiceImpl {
-    pub fn new(pool: DbPool, keys: TokenKeys, hasher: Hasher, limiter: RateLimiter) -> Self {
+    pub fn new(
+        pool: DbPool,
+        keys: TokenKeys,
+        hasher: Hasher,
+        limiter: RateLimiter,
+        read_cache: bool,
+    ) -> Self {
         Self {
             pool,
             keys,
             hasher,
             limiter,
+            users: ReadCache::new(read_cache, USER_CACHE_ENTRIES),
         }
     }
 
@@ -197,19 +211,28 @@ impl AuthService for AuthServiceImpl {
             .keys
             .verify(token)
             .ok_or(AuthFailure::InvalidCredentials)?;
-        let mut pooled = self
-            .pool
-            .get()
-            .await
-            .map_err(|e| AuthFailure::Unavailable(e.to_string()))?;
-        let row = store::find(&mut pooled.conn(), id)
-            .await
-            .map_err(|e| AuthFailure::Unavailable(e.to_string()))?
-            .ok_or(AuthFailure::InvalidCredentials)?;
-        if !row.is_active {
+        let user = match self.users.get(&id) {
+            Ok(user) => user,
+            Err(ticket) => {
+                let mut pooled = self
+                    .pool
+                    .get()
+                    .await
+                    .map_err(|e| AuthFailure::Unavailable(e.to_string()))?;
+                let user = User::from(
+                    store::find(&mut pooled.conn(), id)
+                        .await
+                        .map_err(|e| AuthFailure::Unavailable(e.to_string()))?
+                        .ok_or(AuthFailure::InvalidCredentials)?,
+                );
+                self.users.put(id, user.clone(), ticket);
+                user
+            }
+        };
+        if !user.is_active {
             return Err(AuthFailure::Inactive);
         }
-        Ok(row.into())
+        Ok(user)
     }
 
     async fn list_users(&self, page: Page) -> Result<(Vec<User>, i64), AuthError> {
@@ -241,10 +264,9 @@ impl AuthService for AuthServiceImpl {
             updated_at: Some(kernel::time::now()),
         };
         let mut pooled = self.pool.get().await?;
-        store::update(&mut pooled.conn(), id, &changes)
-            .await?
-            .map(User::from)
-            .ok_or(AuthError::UserNotFound)
+        let updated = store::update(&mut pooled.conn(), id, &changes).await;
+        self.users.invalidate();
+        updated?.map(User::from).ok_or(AuthError::UserNotFound)
     }
 
     async fn create_user(&self, input: Registration, role: Role) -> Result<User, AuthError> {

@@ -67,6 +67,9 @@ pub const MIGRATIONS: MigrationSet = MigrationSet {
     sqlite: &SQLITE,
 };
 
+/// Cached public answers at most (list pages, posts, the tag list).
+const PUBLIC_CACHE_ENTRIES: usize = 1024;
+
 /// The assembled module: its service and its HTTP state.
 pub struct BlogModule {
     pool: DbPool,
@@ -106,7 +109,15 @@ impl BuildModule for BlogModule {
             max_unpacked_bytes: config.import_max_unpacked_bytes,
             max_ratio: config.import_max_ratio,
         };
-        let service = Arc::new(BlogServiceImpl::new(deps.pool.clone(), limits));
+        let public = Arc::new(service::PublicCache::new(
+            deps.read_cache,
+            PUBLIC_CACHE_ENTRIES,
+        ));
+        let service = Arc::new(BlogServiceImpl::new(
+            deps.pool.clone(),
+            limits,
+            public.clone(),
+        ));
         match service.render_missing().await {
             Ok(0) => {}
             Ok(n) => tracing::info!(
@@ -125,6 +136,7 @@ impl BuildModule for BlogModule {
             protection,
             import_max_bytes: config.import_max_bytes,
             imports: Arc::new(tokio::sync::Semaphore::new(config.import_concurrency)),
+            public,
         });
         Ok(BlogModule {
             pool: deps.pool.clone(),

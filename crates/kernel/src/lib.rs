@@ -6,6 +6,7 @@
 //! [`module`]: the [`Module`] trait, the dependencies every module is built with ([`Deps`]), and
 //! the list entry a server loops over.
 
+pub mod cache;
 pub mod config;
 pub mod crypto;
 pub mod db;

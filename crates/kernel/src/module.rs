@@ -57,6 +57,9 @@ pub struct Deps {
     pub limits: BodyLimits,
     /// The deployment's Redis, for state that several instances must share.
     pub redis: SharedRedis,
+    /// Whether hot public reads may be served from an in-process cache (`READ_CACHE`, see
+    /// [`crate::cache`]).
+    pub read_cache: bool,
 }
 
 impl Deps {
@@ -70,6 +73,7 @@ impl Deps {
             http: crate::http_client::HttpClientSettings::default().build()?,
             limits: BodyLimits::default(),
             redis: SharedRedis::none(),
+            read_cache: true,
         })
     }
 

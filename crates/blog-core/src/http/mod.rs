@@ -26,6 +26,35 @@ pub struct BlogState {
     pub import_max_bytes: usize,
     /// Imports handled at once (`BLOG_IMPORT_CONCURRENCY`).
     pub imports: Arc<tokio::sync::Semaphore>,
+    /// The public answers, cached (`READ_CACHE`); the service clears it after every write.
+    pub public: Arc<crate::service::PublicCache>,
+}
+
+/// The public answer for `key`: from the cache when fresh, else `produce`d, serialized once and
+/// kept.
+pub(crate) async fn cached_json<T, F>(
+    state: &BlogState,
+    key: String,
+    produce: F,
+) -> Result<actix_web::HttpResponse, ApiError>
+where
+    T: serde::Serialize,
+    F: Future<Output = Result<T, ApiError>>,
+{
+    let ticket = match state.public.get(&key) {
+        Ok(body) => return Ok(json_response(body)),
+        Err(ticket) => ticket,
+    };
+    let value = produce.await?;
+    let body = web::Bytes::from(serde_json::to_vec(&value).map_err(ApiError::internal)?);
+    state.public.put(key, body.clone(), ticket);
+    Ok(json_response(body))
+}
+
+fn json_response(body: web::Bytes) -> actix_web::HttpResponse {
+    actix_web::HttpResponse::Ok()
+        .content_type(actix_web::http::header::ContentType::json())
+        .body(body)
 }
 
 /// Extractor for the write and editor endpoints: checks the caller against the protection level

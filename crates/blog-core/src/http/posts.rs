@@ -9,7 +9,7 @@ use super::dto::{
     AdminPostListQuery, BlogPostCreate, BlogPostListResponse, BlogPostResponse, BlogPostUpdate,
     PostListQuery,
 };
-use super::{BlogState, Editor};
+use super::{BlogState, Editor, cached_json};
 use crate::domain::post::PostStatus;
 use crate::error::BlogError;
 use crate::service::PostPage;
@@ -55,18 +55,27 @@ fn tag_filter(tag: &Option<String>) -> Option<&str> {
 pub async fn list_posts(
     state: web::Data<BlogState>,
     query: web::Query<PostListQuery>,
-) -> Result<web::Json<BlogPostListResponse>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner();
     let page = PageParams {
         page: query.page,
         page_size: query.page_size,
     }
     .resolve()?;
-    let service = state.service.clone();
     let tag = tag_filter(&query.tag).map(str::to_owned);
-    let posts =
-        run_detached(async move { service.list_published(page, tag.as_deref()).await }).await?;
-    Ok(web::Json(list_response(posts, page.page, page.page_size)))
+    let key = format!(
+        "list:{}:{}:{}",
+        page.page,
+        page.page_size,
+        tag.as_deref().unwrap_or("")
+    );
+    let service = state.service.clone();
+    cached_json(&state, key, async move {
+        let posts =
+            run_detached(async move { service.list_published(page, tag.as_deref()).await }).await?;
+        Ok(list_response(posts, page.page, page.page_size))
+    })
+    .await
 }
 
 #[utoipa::path(
@@ -81,11 +90,15 @@ pub async fn list_posts(
 pub async fn get_post(
     state: web::Data<BlogState>,
     slug: web::Path<String>,
-) -> Result<web::Json<BlogPostResponse>, ApiError> {
-    let service = state.service.clone();
+) -> Result<HttpResponse, ApiError> {
     let slug = slug.into_inner();
-    let post = run_detached(async move { service.get_published(&slug).await }).await?;
-    Ok(web::Json(post.into()))
+    let key = format!("post:{slug}");
+    let service = state.service.clone();
+    cached_json(&state, key, async move {
+        let post = run_detached(async move { service.get_published(&slug).await }).await?;
+        Ok(BlogPostResponse::from(post))
+    })
+    .await
 }
 
 #[utoipa::path(

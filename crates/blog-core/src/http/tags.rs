@@ -5,24 +5,25 @@ use kernel::ApiError;
 use kernel::db::run_detached;
 
 use super::dto::{BlogTagCreate, BlogTagListResponse, BlogTagResponse, BlogTagUpdate};
-use super::{BlogState, Editor};
+use super::{BlogState, Editor, cached_json};
 
 #[utoipa::path(
     tag = "blog",
     responses((status = 200, description = "Every tag, ordered by name", body = BlogTagListResponse))
 )]
 #[get("/tags")]
-pub async fn list_tags(
-    state: web::Data<BlogState>,
-) -> Result<web::Json<BlogTagListResponse>, ApiError> {
+pub async fn list_tags(state: web::Data<BlogState>) -> Result<HttpResponse, ApiError> {
     let service = state.service.clone();
-    let tags: Vec<BlogTagResponse> = run_detached(async move { service.list_tags().await })
-        .await?
-        .into_iter()
-        .map(Into::into)
-        .collect();
-    let total = tags.len() as i64;
-    Ok(web::Json(BlogTagListResponse { tags, total }))
+    cached_json(&state, "tags".to_owned(), async move {
+        let tags: Vec<BlogTagResponse> = run_detached(async move { service.list_tags().await })
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect();
+        let total = tags.len() as i64;
+        Ok(BlogTagListResponse { tags, total })
+    })
+    .await
 }
 
 #[utoipa::path(

@@ -226,11 +226,26 @@ pub trait BlogService: Send + Sync {
 pub struct BlogServiceImpl {
     pool: DbPool,
     limits: ZipLimits,
+    /// The public answers cached by the HTTP layer; cleared after every write.
+    public: Arc<PublicCache>,
 }
 
+/// Rendered JSON of the public reads (list pages, posts by slug, the tag list), by request.
+pub type PublicCache = kernel::cache::ReadCache<String, actix_web::web::Bytes>;
+
 impl BlogServiceImpl {
-    pub fn new(pool: DbPool, limits: ZipLimits) -> Self {
-        Self { pool, limits }
+    pub fn new(pool: DbPool, limits: ZipLimits, public: Arc<PublicCache>) -> Self {
+        Self {
+            pool,
+            limits,
+            public,
+        }
+    }
+
+    /// After a write: the next public read goes to the database.
+    fn changed<T>(&self, result: Result<T, BlogError>) -> Result<T, BlogError> {
+        self.public.invalidate();
+        result
     }
 
     /// The posts of `rows` with their tags, loaded in one query.
@@ -415,23 +430,28 @@ impl BlogService for BlogServiceImpl {
     }
 
     async fn create_post(&self, author: &Author, input: NewPost) -> Result<Post, BlogError> {
-        BlogServiceImpl::create_post(self, author, input).await
+        let result = BlogServiceImpl::create_post(self, author, input).await;
+        self.changed(result)
     }
 
     async fn update_post(&self, id: i64, patch: PostPatch) -> Result<Post, BlogError> {
-        BlogServiceImpl::update_post(self, id, patch).await
+        let result = BlogServiceImpl::update_post(self, id, patch).await;
+        self.changed(result)
     }
 
     async fn publish_post(&self, id: i64) -> Result<Post, BlogError> {
-        BlogServiceImpl::publish_post(self, id).await
+        let result = BlogServiceImpl::publish_post(self, id).await;
+        self.changed(result)
     }
 
     async fn archive_post(&self, id: i64) -> Result<Post, BlogError> {
-        BlogServiceImpl::archive_post(self, id).await
+        let result = BlogServiceImpl::archive_post(self, id).await;
+        self.changed(result)
     }
 
     async fn delete_post(&self, id: i64) -> Result<(), BlogError> {
-        BlogServiceImpl::delete_post(self, id).await
+        let result = BlogServiceImpl::delete_post(self, id).await;
+        self.changed(result)
     }
 
     async fn list_tags(&self) -> Result<Vec<Tag>, BlogError> {
@@ -439,15 +459,18 @@ impl BlogService for BlogServiceImpl {
     }
 
     async fn create_tag(&self, input: NewTag) -> Result<Tag, BlogError> {
-        BlogServiceImpl::create_tag(self, input).await
+        let result = BlogServiceImpl::create_tag(self, input).await;
+        self.changed(result)
     }
 
     async fn update_tag(&self, id: i64, patch: TagPatch) -> Result<Tag, BlogError> {
-        BlogServiceImpl::update_tag(self, id, patch).await
+        let result = BlogServiceImpl::update_tag(self, id, patch).await;
+        self.changed(result)
     }
 
     async fn delete_tag(&self, id: i64) -> Result<(), BlogError> {
-        BlogServiceImpl::delete_tag(self, id).await
+        let result = BlogServiceImpl::delete_tag(self, id).await;
+        self.changed(result)
     }
 
     async fn export(&self, options: ExportOptions) -> Result<ExportFile, BlogError> {
@@ -472,7 +495,8 @@ impl BlogService for BlogServiceImpl {
         bytes: Vec<u8>,
         options: ImportOptions,
     ) -> Result<ImportResult, BlogError> {
-        BlogServiceImpl::import_bytes(self, file_name, bytes, options).await
+        let result = BlogServiceImpl::import_bytes(self, file_name, bytes, options).await;
+        self.changed(result)
     }
 
     async fn import_path(
@@ -480,6 +504,7 @@ impl BlogService for BlogServiceImpl {
         path: &Path,
         options: ImportOptions,
     ) -> Result<ImportResult, BlogError> {
-        BlogServiceImpl::import_path(self, path, options).await
+        let result = BlogServiceImpl::import_path(self, path, options).await;
+        self.changed(result)
     }
 }

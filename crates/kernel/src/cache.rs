@@ -1,0 +1,110 @@
+//! A small in-process read cache for hot public reads (`READ_CACHE`, on by default).
+//!
+//! Its rules: a write through this process invalidates it at once ([`ReadCache::invalidate`]), so
+//! the very next read sees the write; an entry lives at most [`MAX_AGE`], so a write by another
+//! process on the same database (a second server, the CLI) is seen within that time; and it holds
+//! at most `capacity` entries (a full cache is emptied, then refilled by the reads that follow).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The longest an entry is served: writes by other processes show within this time.
+pub const MAX_AGE: Duration = Duration::from_millis(900);
+
+/// Values by key, each valid for [`MAX_AGE`] and until the next local write.
+pub struct ReadCache<K, V> {
+    enabled: bool,
+    capacity: usize,
+    generation: AtomicU64,
+    entries: Mutex<HashMap<K, (Instant, V)>>,
+}
+
+/// What a read remembers before it goes to the database, so that a write that lands meanwhile
+/// keeps its (possibly stale) answer out of the cache.
+#[derive(Debug, Clone, Copy)]
+pub struct Ticket(u64);
+
+impl<K: Eq + Hash, V: Clone> ReadCache<K, V> {
+    /// A cache of at most `capacity` entries; with `enabled` false it never holds anything.
+    pub fn new(enabled: bool, capacity: usize) -> Self {
+        ReadCache {
+            enabled,
+            capacity: capacity.max(1),
+            generation: AtomicU64::new(0),
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The cached value, when there is a fresh one; else a ticket for [`ReadCache::put`].
+    pub fn get(&self, key: &K) -> Result<V, Ticket> {
+        let ticket = Ticket(self.generation.load(Ordering::Acquire));
+        if !self.enabled {
+            return Err(ticket);
+        }
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        match entries.get(key) {
+            Some((at, value)) if at.elapsed() < MAX_AGE => Ok(value.clone()),
+            _ => Err(ticket),
+        }
+    }
+
+    /// Keeps `value`, read from the database after `ticket` was taken, unless a local write has
+    /// invalidated the cache since.
+    pub fn put(&self, key: K, value: V, ticket: Ticket) {
+        if !self.enabled {
+            return;
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if self.generation.load(Ordering::Acquire) != ticket.0 {
+            return;
+        }
+        if entries.len() >= self.capacity && !entries.contains_key(&key) {
+            entries.clear();
+        }
+        entries.insert(key, (Instant::now(), value));
+    }
+
+    /// Forgets everything: called after every local write.
+    pub fn invalidate(&self) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        entries.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_invalidate_and_stale_reads_are_not_kept() {
+        let cache: ReadCache<&str, u32> = ReadCache::new(true, 8);
+        let ticket = cache.get(&"a").err().unwrap_or(Ticket(99));
+        cache.put("a", 1, ticket);
+        assert_eq!(cache.get(&"a").ok(), Some(1));
+        // A read that began before a write does not store its answer.
+        let before_write = cache.get(&"b").err().unwrap_or(Ticket(99));
+        cache.invalidate();
+        assert!(cache.get(&"a").is_err());
+        cache.put("b", 2, before_write);
+        assert!(cache.get(&"b").is_err());
+    }
+
+    #[test]
+    fn the_cache_is_bounded_and_can_be_off() {
+        let cache: ReadCache<u32, u32> = ReadCache::new(true, 2);
+        for k in 0..10 {
+            let ticket = cache.get(&k).err().unwrap_or(Ticket(99));
+            cache.put(k, k, ticket);
+        }
+        let held = (0..10).filter(|k| cache.get(k).is_ok()).count();
+        assert!(held <= 2, "{held}");
+        let off: ReadCache<u32, u32> = ReadCache::new(false, 2);
+        let ticket = off.get(&1).err().unwrap_or(Ticket(99));
+        off.put(1, 1, ticket);
+        assert!(off.get(&1).is_err());
+    }
+}
