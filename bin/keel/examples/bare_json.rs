@@ -1,20 +1,36 @@
-//! The baseline of the benchmarks: a bare actix-web JSON handler with nothing else in the way.
-//! `cargo run --release -p keel --example bare_json -- 127.0.0.1:8099`, then `GET /`.
+//! The baseline of the benchmarks: a bare actix-web handler with nothing else in the way.
+//! `cargo run --release -p keel --example bare_json -- 127.0.0.1:8099 [FILE]`, then `GET /`: a
+//! small JSON object, or the bytes of FILE (a response body of Keel's, captured) from memory, so
+//! that an endpoint can be compared with the same body served with no work at all.
 
-use actix_web::{App, HttpServer, get, web};
-
-#[get("/")]
-async fn index() -> web::Json<serde_json::Value> {
-    web::Json(serde_json::json!({"id": 1, "email": "bench@example.com", "is_active": true}))
-}
+use actix_web::http::header::ContentType;
+use actix_web::{App, HttpResponse, HttpServer, web};
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:8099".to_owned());
-    HttpServer::new(|| App::new().service(index))
-        .bind(addr)?
-        .run()
-        .await
+    let mut args = std::env::args().skip(1);
+    let addr = args.next().unwrap_or_else(|| "127.0.0.1:8099".to_owned());
+    let body = match args.next() {
+        Some(file) => web::Bytes::from(std::fs::read(file)?),
+        None => {
+            web::Bytes::from_static(br#"{"id":1,"email":"bench@example.com","is_active":true}"#)
+        }
+    };
+    HttpServer::new(move || {
+        let body = body.clone();
+        App::new().route(
+            "/",
+            web::get().to(move || {
+                let body = body.clone();
+                async move {
+                    HttpResponse::Ok()
+                        .insert_header(ContentType::json())
+                        .body(body)
+                }
+            }),
+        )
+    })
+    .bind(addr)?
+    .run()
+    .await
 }
