@@ -61,6 +61,17 @@ pub fn finish(doc: &mut OpenApi, identity: bool) {
             &mut item.options,
         ];
         for operation in operations.into_iter().flatten() {
+            // Every operation that reads a path, query or body can refuse what it is sent.
+            let takes_input = operation.request_body.is_some()
+                || operation.parameters.as_ref().is_some_and(|p| !p.is_empty());
+            if takes_input && !operation.responses.responses.contains_key("422") {
+                operation.responses.responses.insert(
+                    "422".to_owned(),
+                    RefOr::T(Response::new(
+                        "A path, query or body value that cannot be read or breaks its rule",
+                    )),
+                );
+            }
             if !identity && operation.security.take().is_some() {
                 operation.responses.responses.remove("401");
                 operation.responses.responses.remove("403");

@@ -13,8 +13,10 @@ pub const MAX_PAGE_SIZE: i64 = 100;
 #[into_params(parameter_in = Query)]
 pub struct PageParams {
     /// 1-based page number (default 1).
+    #[param(minimum = 1)]
     pub page: Option<i64>,
     /// Items per page (default 20, at most 100).
+    #[param(minimum = 1, maximum = 100)]
     pub page_size: Option<i64>,
 }
 

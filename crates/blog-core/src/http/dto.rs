@@ -229,8 +229,10 @@ impl From<BlogTagUpdate> for TagPatch {
 #[into_params(parameter_in = Query)]
 pub struct PostListQuery {
     /// 1-based page number (default 1).
+    #[param(minimum = 1)]
     pub page: Option<i64>,
     /// Posts per page (default 20, at most 100).
+    #[param(minimum = 1, maximum = 100)]
     pub page_size: Option<i64>,
     /// Only posts with this tag (a tag slug).
     pub tag: Option<String>,
@@ -241,8 +243,10 @@ pub struct PostListQuery {
 #[into_params(parameter_in = Query)]
 pub struct AdminPostListQuery {
     /// 1-based page number (default 1).
+    #[param(minimum = 1)]
     pub page: Option<i64>,
     /// Posts per page (default 20, at most 100).
+    #[param(minimum = 1, maximum = 100)]
     pub page_size: Option<i64>,
     /// `draft`, `published` or `archived`.
     pub status: Option<String>,
