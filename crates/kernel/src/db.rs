@@ -30,6 +30,25 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/keel.db";
 const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; \
     PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;";
 
+/// Sets the connection's pragmas. Two processes opening a new file at once both try to switch it
+/// to WAL, and SQLite answers one of them `database is locked` at once (waiting could deadlock),
+/// busy timeout or not: so the switch is retried for a while.
+fn apply_sqlite_pragmas(conn: &mut diesel::SqliteConnection) -> diesel::QueryResult<()> {
+    use diesel::connection::SimpleConnection;
+    let mut attempts = 0;
+    loop {
+        match conn.batch_execute(SQLITE_PRAGMAS) {
+            Err(QueryError::DatabaseError(_, info))
+                if info.message().contains("locked") && attempts < 100 =>
+            {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Key of the PostgreSQL advisory lock held while migrating, so that replicas starting together
 /// do not race (the value is arbitrary but fixed: "keel" in ASCII).
 const MIGRATION_LOCK_KEY: i64 = 0x6b65_656c;
@@ -149,7 +168,7 @@ impl DbPool {
                     let url = url.to_owned();
                     Box::pin(async move {
                         let mut conn = SqliteConn::establish(&url).await?;
-                        conn.batch_execute(SQLITE_PRAGMAS)
+                        conn.spawn_blocking(apply_sqlite_pragmas)
                             .await
                             .map_err(ConnectionError::CouldntSetupConfiguration)?;
                         Ok(conn)
@@ -256,7 +275,7 @@ pub async fn migrate(url: &str, sets: &[MigrationSet]) -> Result<(), DbError> {
                 create_parent_folder(&target)?;
                 let mut conn = diesel::SqliteConnection::establish(&target)
                     .map_err(|e| DbError::Connect(e.to_string()))?;
-                diesel::connection::SimpleConnection::batch_execute(&mut conn, SQLITE_PRAGMAS)?;
+                apply_sqlite_pragmas(&mut conn)?;
                 // One write transaction around every set: a second process migrating the same
                 // file at once waits (busy timeout), then finds the versions applied.
                 conn.immediate_transaction(|conn| {
