@@ -37,13 +37,22 @@ posts = [{
 json.dump(posts, open(sys.argv[1], "w"))
 PY
 
-bench_list() { # $1 = label, $2 = DATABASE_URL
+bench_list() { # $1 = label, $2 = DATABASE_URL (READ_CACHE from the environment: on by default)
   KEEL_MODULES=blog DATABASE_URL="$2" PORT=$port RUST_LOG=warn "$keel" serve >"$work/keel.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health/live" >/dev/null && break; sleep 0.1; done
   curl -sf -F "file=@$work/seed.json" "http://127.0.0.1:$port/api/v1/blog/import" >/dev/null
-  echo "[$1] GET /api/v1/blog/posts (20 per page, 3 tags each, 1,000 published), 64 connections, ${duration}s:"
-  wrk -t2 -c64 -d"${duration}s" --latency "http://127.0.0.1:$port/api/v1/blog/posts?page=3&page_size=20" | summary
+  local url="http://127.0.0.1:$port/api/v1/blog/posts?page=3&page_size=20"
+  curl -sf "$url" -o "$work/page.json"
+  echo "[$1] GET /api/v1/blog/posts (20 per page, 3 tags each, 1,000 published, $(wc -c < "$work/page.json") bytes), 64 connections, ${duration}s:"
+  wrk -t2 -c64 -d"${duration}s" --latency "$url" | summary
+  kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+  # The same body from memory, with nothing else in the way: the ceiling of this endpoint.
+  "$target/release/examples/bare_json" 127.0.0.1:8098 "$work/page.json" >/dev/null 2>&1 &
+  pids+=($!)
+  sleep 0.5
+  echo "[$1] bare actix-web handler serving the same body:"
+  wrk -t2 -c64 -d"${duration}s" --latency http://127.0.0.1:8098/ | summary
   kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 }
 
