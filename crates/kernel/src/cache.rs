@@ -6,9 +6,10 @@
 //! at most `capacity` entries (a full cache is emptied, then refilled by the reads that follow).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::hash::Hash;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The longest an entry is served: writes by other processes show within this time.
@@ -20,6 +21,9 @@ pub struct ReadCache<K, V> {
     capacity: usize,
     generation: AtomicU64,
     entries: Mutex<HashMap<K, (Instant, V)>>,
+    /// One gate per key being loaded, so that when a hot entry expires one request reloads it
+    /// and the others wait for that answer instead of all going to the database at once.
+    gates: Mutex<HashMap<K, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// What a read remembers before it goes to the database, so that a write that lands meanwhile
@@ -35,7 +39,39 @@ impl<K: Eq + Hash, V: Clone> ReadCache<K, V> {
             capacity: capacity.max(1),
             generation: AtomicU64::new(0),
             entries: Mutex::new(HashMap::new()),
+            gates: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The cached value, or the one `load` reads when there is none fresh; concurrent misses of
+    /// one key wait for a single load.
+    pub async fn get_or_load<E, F, Fut>(&self, key: K, load: F) -> Result<V, E>
+    where
+        K: Clone,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
+        if !self.enabled {
+            return load().await;
+        }
+        if let Ok(value) = self.get(&key) {
+            return Ok(value);
+        }
+        let gate = {
+            let mut gates = self.gates.lock().unwrap_or_else(|p| p.into_inner());
+            if gates.len() >= self.capacity && !gates.contains_key(&key) {
+                gates.clear();
+            }
+            gates.entry(key.clone()).or_default().clone()
+        };
+        let _turn = gate.lock().await;
+        let ticket = match self.get(&key) {
+            Ok(value) => return Ok(value),
+            Err(ticket) => ticket,
+        };
+        let value = load().await?;
+        self.put(key, value.clone(), ticket);
+        Ok(value)
     }
 
     /// The cached value, when there is a fresh one; else a ticket for [`ReadCache::put`].
@@ -91,6 +127,30 @@ mod tests {
         assert!(cache.get(&"a").is_err());
         cache.put("b", 2, before_write);
         assert!(cache.get(&"b").is_err());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_misses_wait_for_one_load() {
+        let cache: Arc<ReadCache<&str, u32>> = Arc::new(ReadCache::new(true, 8));
+        let loads = Arc::new(AtomicU64::new(0));
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let (cache, loads) = (cache.clone(), loads.clone());
+                tokio::spawn(async move {
+                    cache
+                        .get_or_load("hot", || async {
+                            loads.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            Ok::<_, ()>(7)
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for task in tasks {
+            assert_eq!(task.await.ok().and_then(|r| r.ok()), Some(7));
+        }
+        assert_eq!(loads.load(Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -30,8 +30,8 @@ pub struct BlogState {
     pub public: Arc<crate::service::PublicCache>,
 }
 
-/// The public answer for `key`: from the cache when fresh, else `produce`d, serialized once and
-/// kept.
+/// The public answer for `key`: from the cache when fresh, else `produce`d (by one request when
+/// several miss at once), serialized once and kept.
 pub(crate) async fn cached_json<T, F>(
     state: &BlogState,
     key: String,
@@ -41,13 +41,15 @@ where
     T: serde::Serialize,
     F: Future<Output = Result<T, ApiError>>,
 {
-    let ticket = match state.public.get(&key) {
-        Ok(body) => return Ok(json_response(body)),
-        Err(ticket) => ticket,
-    };
-    let value = produce.await?;
-    let body = web::Bytes::from(serde_json::to_vec(&value).map_err(ApiError::internal)?);
-    state.public.put(key, body.clone(), ticket);
+    let body = state
+        .public
+        .get_or_load(key, || async {
+            let value = produce.await?;
+            serde_json::to_vec(&value)
+                .map(web::Bytes::from)
+                .map_err(ApiError::internal)
+        })
+        .await?;
     Ok(json_response(body))
 }
 
