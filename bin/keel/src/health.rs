@@ -56,7 +56,7 @@ pub async fn health(state: web::Data<Composed>) -> HttpResponse {
         let module = m.clone();
         let name = m.name().to_owned();
         async move {
-            let health = tokio::spawn(async move { module.health().await })
+            let health = kernel::db::spawn_unit(async move { module.health().await })
                 .await
                 .unwrap_or_else(|e| ModuleHealth::unhealthy(format!("health check failed: {e}")));
             (name, health)
@@ -91,7 +91,7 @@ async fn database_health(state: &Composed) -> ModuleHealth {
 /// `SELECT 1` on a task of its own (see `kernel::db::run_detached`).
 async fn ping(pool: &kernel::DbPool) -> Result<(), String> {
     let pool = pool.clone();
-    match tokio::spawn(async move { pool.ping().await }).await {
+    match kernel::db::spawn_unit(async move { pool.ping().await }).await {
         Ok(result) => result.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     }
@@ -122,7 +122,7 @@ pub async fn ready(state: web::Data<Composed>) -> HttpResponse {
     let checks = state.modules.iter().map(|m| {
         let module = m.clone();
         async move {
-            tokio::spawn(async move { module.ready().await })
+            kernel::db::spawn_unit(async move { module.ready().await })
                 .await
                 .unwrap_or_else(|e| Err(format!("readiness check failed: {e}")))
         }

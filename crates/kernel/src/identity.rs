@@ -183,7 +183,7 @@ async fn resolve(
 ) -> Result<Principal, AuthFailure> {
     let authenticator = authenticator.clone();
     let token = token.to_owned();
-    tokio::spawn(async move { authenticator.authenticate(&token).await })
+    crate::db::spawn_unit(async move { authenticator.authenticate(&token).await })
         .await
         .unwrap_or_else(|e| Err(AuthFailure::Unavailable(e.to_string())))
 }

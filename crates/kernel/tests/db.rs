@@ -214,3 +214,45 @@ async fn units_dropped_mid_query_finish_on_their_own_task() {
         }
     }
 }
+
+/// A write transaction whose future is dropped between two statements, outside any unit of work
+/// (a caller that times out, on a single-threaded runtime): no panic, nothing of it is stored,
+/// SQLite's write lock is released at once, and every connection of the pool works afterwards.
+#[tokio::test(flavor = "current_thread")]
+async fn transactions_dropped_between_statements_roll_back() {
+    for db in [Some(TestDb::sqlite().await), TestDb::postgres().await]
+        .into_iter()
+        .flatten()
+    {
+        let pool = pool(&db).await;
+        let dropped = async {
+            write_tx!(&pool, NoteError, |tx| {
+                insert(tx, "half").await?;
+                tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+                insert(tx, "never").await?;
+                Ok(())
+            })
+        };
+        let timed_out = tokio::time::timeout(std::time::Duration::from_millis(100), dropped).await;
+        assert!(timed_out.is_err(), "the transaction was still sleeping");
+        // A writer on another pool gets the lock without waiting out the busy timeout.
+        let other = DbPool::connect(&db.url, 1).await.unwrap();
+        write_tx!(&other, NoteError, |tx| {
+            insert(tx, "after").await?;
+            Ok(())
+        })
+        .unwrap();
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(pool.get().await.unwrap());
+        }
+        for pooled in &mut held {
+            assert_eq!(
+                count(&mut pooled.conn()).await.unwrap(),
+                1,
+                "{:?}",
+                db.backend
+            );
+        }
+    }
+}

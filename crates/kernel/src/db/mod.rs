@@ -7,47 +7,28 @@
 //! fail under concurrency).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use diesel::ConnectionError;
 use diesel::migration::MigrationSource;
 use diesel::result::{DatabaseErrorKind, Error as QueryError};
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
-use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
-use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness};
 
-/// The SQLite connection type: diesel's synchronous connection run on tokio's blocking pool.
-pub type SqliteConn = SyncConnectionWrapper<diesel::SqliteConnection>;
+mod sqlite;
+
+pub use sqlite::{SqliteConn, SqliteTransactions};
 
 /// The default database: an SQLite file created with its folder on first start.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/keel.db";
 
-/// The busy timeout comes first: switching a new file to WAL takes a lock, and without the
-/// timeout in force a second process opening the file at that moment fails at once with
-/// `database is locked`.
-const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; \
-    PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;";
-
-/// Sets the connection's pragmas. Two processes opening a new file at once both try to switch it
-/// to WAL, and SQLite answers one of them `database is locked` at once (waiting could deadlock),
-/// busy timeout or not: so the switch is retried for a while.
-fn apply_sqlite_pragmas(conn: &mut diesel::SqliteConnection) -> diesel::QueryResult<()> {
-    use diesel::connection::SimpleConnection;
-    let mut attempts = 0;
-    loop {
-        match conn.batch_execute(SQLITE_PRAGMAS) {
-            Err(QueryError::DatabaseError(_, info))
-                if info.message().contains("locked") && attempts < 100 =>
-            {
-                attempts += 1;
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            other => return other,
-        }
-    }
-}
+/// Set once this process opens an SQLite pool: from then on units of work run on blocking
+/// threads (see [`spawn_unit`]).
+static UNITS_ON_BLOCKING_THREADS: AtomicBool = AtomicBool::new(false);
 
 /// Key of the PostgreSQL advisory lock held while migrating, so that replicas starting together
 /// do not race (the value is arbitrary but fixed: "keel" in ASCII).
@@ -141,6 +122,38 @@ impl PooledConn {
     }
 }
 
+/// An SQLite connection checked out for a [`write_tx!`](crate::write_tx): when the transaction's
+/// future is dropped between two statements (outside a unit of work, which is never dropped), the
+/// transaction is rolled back here at once, so that it does not keep SQLite's write lock until
+/// the pool next recycles the connection.
+#[doc(hidden)]
+pub struct SqliteTxConn(Object<SqliteConn>);
+
+impl SqliteTxConn {
+    pub fn new(conn: Object<SqliteConn>) -> Self {
+        SqliteTxConn(conn)
+    }
+}
+
+impl std::ops::Deref for SqliteTxConn {
+    type Target = SqliteConn;
+    fn deref(&self) -> &SqliteConn {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for SqliteTxConn {
+    fn deref_mut(&mut self) -> &mut SqliteConn {
+        &mut self.0
+    }
+}
+
+impl Drop for SqliteTxConn {
+    fn drop(&mut self) {
+        self.0.rollback_open();
+    }
+}
+
 impl DbPool {
     /// Opens a pool for `url` (see [`parse_url`]). For SQLite the file's folder is created and every
     /// connection gets WAL mode, a busy timeout, foreign keys and `synchronous=NORMAL`.
@@ -163,17 +176,10 @@ impl DbPool {
                 tokio::task::spawn_blocking(move || create_parent_folder(&path))
                     .await
                     .map_err(|e| DbError::Connect(e.to_string()))??;
+                // The connection cannot be lost under a query (it is a file), so checking it out
+                // runs no test statement; a connection left in a transaction is still discarded.
                 let mut config = ManagerConfig::<SqliteConn>::default();
-                config.custom_setup = Box::new(|url| {
-                    let url = url.to_owned();
-                    Box::pin(async move {
-                        let mut conn = SqliteConn::establish(&url).await?;
-                        conn.spawn_blocking(apply_sqlite_pragmas)
-                            .await
-                            .map_err(ConnectionError::CouldntSetupConfiguration)?;
-                        Ok(conn)
-                    })
-                });
+                config.recycling_method = RecyclingMethod::Fast;
                 let manager =
                     AsyncDieselConnectionManager::<SqliteConn>::new_with_config(target, config);
                 // Every `:memory:` connection is a separate database, so it gets exactly one.
@@ -182,6 +188,7 @@ impl DbPool {
                     .max_size(size)
                     .build()
                     .map_err(|e| DbError::Connect(e.to_string()))?;
+                UNITS_ON_BLOCKING_THREADS.store(true, Ordering::Relaxed);
                 let db = DbPool::Sqlite(pool);
                 db.ping().await?;
                 Ok(db)
@@ -215,12 +222,30 @@ impl DbPool {
     }
 }
 
-/// Runs `work` (a unit of database work, such as one service call) on a task of its own and
-/// waits for it. A request's future can be dropped at any `.await` (the client went away, a
-/// timeout fired); the unit then still completes, or rolls back, on its task instead of being
-/// cut off inside a query, where SQLite's connection wrapper would panic (it waits for the query
-/// from the drop, which actix-web's single-threaded workers forbid) and a transaction could be
-/// left half done on the connection. Handlers call services through this.
+/// Starts `work`, a unit of database work (such as one service call), on its own: a task, or,
+/// once the process has an SQLite pool, a blocking thread that runs the whole unit (SQLite's
+/// statements run on the thread that polls them, so the unit hands off once, not once per
+/// statement). Either way the unit is not tied to its caller: a caller dropped at any `.await`
+/// (the client went away, a timeout fired, a later extractor failed) leaves the unit to complete,
+/// or roll back, where it runs, instead of being cut off between two statements of a
+/// transaction.
+pub fn spawn_unit<F>(work: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    if !UNITS_ON_BLOCKING_THREADS.load(Ordering::Relaxed) {
+        return tokio::spawn(work);
+    }
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let _unit = sqlite::UnitScope::enter();
+        runtime.block_on(work)
+    })
+}
+
+/// Runs `work` with [`spawn_unit`] and waits for it, mapping its error into an [`ApiError`](crate::ApiError).
+/// Handlers call services through this.
 pub async fn run_detached<T, E>(
     work: impl std::future::Future<Output = Result<T, E>> + Send + 'static,
 ) -> Result<T, crate::ApiError>
@@ -228,7 +253,7 @@ where
     T: Send + 'static,
     E: Into<crate::ApiError> + Send + 'static,
 {
-    match tokio::spawn(work).await {
+    match spawn_unit(work).await {
         Ok(result) => result.map_err(Into::into),
         Err(e) => Err(crate::ApiError::internal(format!(
             "unit of work failed: {e}"
@@ -275,7 +300,7 @@ pub async fn migrate(url: &str, sets: &[MigrationSet]) -> Result<(), DbError> {
                 create_parent_folder(&target)?;
                 let mut conn = diesel::SqliteConnection::establish(&target)
                     .map_err(|e| DbError::Connect(e.to_string()))?;
-                apply_sqlite_pragmas(&mut conn)?;
+                sqlite::apply_pragmas(&mut conn)?;
                 // One write transaction around every set: a second process migrating the same
                 // file at once waits (busy timeout), then finds the versions applied.
                 conn.immediate_transaction(|conn| {
@@ -433,18 +458,29 @@ macro_rules! write_tx {
             }
             $crate::db::DbPool::Sqlite(p) => {
                 async {
-                    let mut o = p
-                        .get()
-                        .await
-                        .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
+                    let mut o = $crate::db::SqliteTxConn::new(
+                        p.get()
+                            .await
+                            .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?,
+                    );
                     let c: &mut $crate::db::SqliteConn = &mut o;
-                    c.immediate_transaction(async |c| -> ::std::result::Result<_, $err> {
-                        let mut $tx = $crate::db::DbConn::Sqlite(c);
+                    c.begin_immediate().map_err(<$err>::from)?;
+                    let result: ::std::result::Result<_, $err> = async {
+                        let mut $tx = $crate::db::DbConn::Sqlite(&mut *c);
                         #[allow(unused_mut)]
                         let $tx = &mut $tx;
                         $body
-                    })
-                    .await
+                    }
+                    .await;
+                    match result {
+                        Ok(value) => c.commit().map(|()| value).map_err(<$err>::from),
+                        Err(e) => {
+                            // A failed rollback marks the connection broken: the pool then
+                            // discards it, and closing it rolls back.
+                            let _ = c.rollback();
+                            Err(e)
+                        }
+                    }
                 }
                 .await
             }

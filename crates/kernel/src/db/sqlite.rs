@@ -1,0 +1,257 @@
+//! SQLite connections that run their statements on the thread that polls them.
+//!
+//! diesel's SQLite connection is synchronous. diesel-async's `SyncConnectionWrapper` hands every
+//! statement to tokio's blocking pool and copies each row back, and when a query future is dropped
+//! mid-flight it waits for the statement from the drop, which panics on actix-web's
+//! single-threaded workers. [`SqliteConn`] instead runs each statement at once, inside the poll
+//! that issues it, and the *unit of work* that holds it runs on a blocking thread as a whole
+//! ([`spawn_unit`](super::spawn_unit)): one hand-off per unit instead of one per statement, no
+//! statement can be cut in half by a drop, and the statements go straight to diesel's own
+//! prepared-statement cache, keyed by the query's type, so no SQL text is built for a cached
+//! query.
+//!
+//! Outside a unit (the CLI, tests, start-up) a statement runs in `block_in_place` on a
+//! multi-threaded runtime, and inline elsewhere: never a panic, at worst a short block.
+
+use std::cell::Cell;
+use std::future::{Ready, ready};
+
+use diesel::connection::{
+    AnsiTransactionManager as SyncTransactions, CacheSize, Connection, Instrumentation,
+    LoadConnection, SimpleConnection, TransactionManager as _, TransactionManagerStatus,
+};
+use diesel::query_builder::{AsQuery, AstPass, Query, QueryFragment, QueryId};
+use diesel::result::{ConnectionResult, Error as QueryError, QueryResult};
+use diesel::row::IntoOwnedRow;
+use diesel::sql_types::Untyped;
+use diesel::sqlite::{Sqlite, SqliteConnection};
+use diesel_async::{
+    AsyncConnection, AsyncConnectionCore, SimpleAsyncConnection, TransactionManager,
+};
+use futures_util::stream;
+
+/// The busy timeout comes first: switching a new file to WAL takes a lock, and without the
+/// timeout in force a second process opening the file at that moment fails at once with
+/// `database is locked`.
+const PRAGMAS: &str = "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; \
+    PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;";
+
+thread_local! {
+    /// Set while this thread runs a unit of work handed to it by `spawn_unit`.
+    static IN_UNIT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the current (blocking) thread as running a unit until dropped.
+pub(super) struct UnitScope {
+    was: bool,
+}
+
+impl UnitScope {
+    pub(super) fn enter() -> Self {
+        UnitScope {
+            was: IN_UNIT.replace(true),
+        }
+    }
+}
+
+impl Drop for UnitScope {
+    fn drop(&mut self) {
+        IN_UNIT.set(self.was);
+    }
+}
+
+/// Runs one statement's blocking work: directly inside a unit (already a blocking thread),
+/// in `block_in_place` on a multi-threaded runtime's worker, inline anywhere else.
+fn blocking<R>(work: impl FnOnce() -> R) -> R {
+    if IN_UNIT.get() {
+        return work();
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
+/// Sets the connection's pragmas. Two processes opening a new file at once both try to switch it
+/// to WAL, and SQLite answers one of them `database is locked` at once (waiting could deadlock),
+/// busy timeout or not: so the switch is retried for a while.
+pub(super) fn apply_pragmas(conn: &mut SqliteConnection) -> QueryResult<()> {
+    let mut attempts = 0;
+    loop {
+        match conn.batch_execute(PRAGMAS) {
+            Err(QueryError::DatabaseError(_, info))
+                if info.message().contains("locked") && attempts < 100 =>
+            {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// An SQLite connection usable through diesel-async's DSL (see the module documentation).
+pub struct SqliteConn {
+    inner: SqliteConnection,
+}
+
+/// A row copied out of SQLite's statement (rows cannot outlive the statement's next step).
+type OwnedRow = <<SqliteConnection as LoadConnection>::Row<'static, 'static> as IntoOwnedRow<
+    'static,
+    Sqlite,
+>>::OwnedRow;
+
+impl SqliteConn {
+    /// Opens `path` and applies the pragmas (busy timeout first, WAL, foreign keys).
+    pub fn open(path: &str) -> ConnectionResult<Self> {
+        blocking(|| {
+            let mut inner = SqliteConnection::establish(path)?;
+            apply_pragmas(&mut inner)
+                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            Ok(SqliteConn { inner })
+        })
+    }
+
+    /// Opens a write transaction with `BEGIN IMMEDIATE` (a deferred one fails under concurrent
+    /// writers instead of waiting for the lock).
+    pub fn begin_immediate(&mut self) -> QueryResult<()> {
+        blocking(|| SyncTransactions::begin_transaction_sql(&mut self.inner, "BEGIN IMMEDIATE"))
+    }
+
+    /// Commits the transaction opened by [`begin_immediate`](Self::begin_immediate).
+    pub fn commit(&mut self) -> QueryResult<()> {
+        blocking(|| SyncTransactions::commit_transaction(&mut self.inner))
+    }
+
+    /// Rolls back a transaction left open (its future was dropped between two statements).
+    pub(super) fn rollback_open(&mut self) {
+        let open = matches!(
+            SyncTransactions::transaction_manager_status_mut(&mut self.inner).transaction_depth(),
+            Ok(Some(_))
+        );
+        if open && self.rollback().is_err() {
+            tracing::warn!(
+                "could not roll back a dropped transaction; the connection is discarded"
+            );
+        }
+    }
+
+    /// Rolls it back (a failed rollback leaves the connection marked broken, and the pool then
+    /// discards it, which closes it and so rolls back).
+    pub fn rollback(&mut self) -> QueryResult<()> {
+        blocking(|| SyncTransactions::rollback_transaction(&mut self.inner))
+    }
+}
+
+impl SimpleAsyncConnection for SqliteConn {
+    fn batch_execute(&mut self, query: &str) -> impl Future<Output = QueryResult<()>> + Send {
+        ready(blocking(|| self.inner.batch_execute(query)))
+    }
+}
+
+impl AsyncConnectionCore for SqliteConn {
+    type ExecuteFuture<'conn, 'query> = Ready<QueryResult<usize>>;
+    type LoadFuture<'conn, 'query> = Ready<QueryResult<Self::Stream<'conn, 'query>>>;
+    type Stream<'conn, 'query> = stream::Iter<std::vec::IntoIter<QueryResult<OwnedRow>>>;
+    type Row<'conn, 'query> = OwnedRow;
+    type Backend = Sqlite;
+
+    fn load<'conn, 'query, T>(&'conn mut self, source: T) -> Self::LoadFuture<'conn, 'query>
+    where
+        T: AsQuery + 'query,
+        T::Query: QueryFragment<Sqlite> + QueryId + 'query,
+    {
+        let query = AsUntyped(source.as_query());
+        ready(blocking(|| {
+            let cursor = self.inner.load(query)?;
+            let mut names = Default::default();
+            let rows: Vec<_> = cursor
+                .map(|row| row.map(|row| row.into_owned(&mut names)))
+                .collect();
+            Ok(stream::iter(rows))
+        }))
+    }
+
+    fn execute_returning_count<'conn, 'query, T>(
+        &'conn mut self,
+        source: T,
+    ) -> Self::ExecuteFuture<'conn, 'query>
+    where
+        T: QueryFragment<Sqlite> + QueryId + 'query,
+    {
+        ready(blocking(|| self.inner.execute_returning_count(&source)))
+    }
+}
+
+impl AsyncConnection for SqliteConn {
+    type TransactionManager = SqliteTransactions;
+
+    fn establish(database_url: &str) -> impl Future<Output = ConnectionResult<Self>> + Send {
+        ready(Self::open(database_url))
+    }
+
+    fn transaction_state(&mut self) -> &mut SyncTransactions {
+        self.inner.transaction_state()
+    }
+
+    fn instrumentation(&mut self) -> &mut dyn Instrumentation {
+        self.inner.instrumentation()
+    }
+
+    fn set_instrumentation(&mut self, instrumentation: impl Instrumentation) {
+        self.inner.set_instrumentation(instrumentation);
+    }
+
+    fn set_prepared_statement_cache_size(&mut self, size: CacheSize) {
+        self.inner.set_prepared_statement_cache_size(size);
+    }
+}
+
+impl diesel_async::pooled_connection::PoolableConnection for SqliteConn {}
+
+/// Transactions of [`SqliteConn`]: diesel's own (synchronous) transaction manager, run like the
+/// statements.
+pub struct SqliteTransactions;
+
+impl TransactionManager<SqliteConn> for SqliteTransactions {
+    type TransactionStateData = SyncTransactions;
+
+    fn begin_transaction(conn: &mut SqliteConn) -> impl Future<Output = QueryResult<()>> + Send {
+        ready(blocking(|| {
+            SyncTransactions::begin_transaction(&mut conn.inner)
+        }))
+    }
+
+    fn rollback_transaction(conn: &mut SqliteConn) -> impl Future<Output = QueryResult<()>> + Send {
+        ready(conn.rollback())
+    }
+
+    fn commit_transaction(conn: &mut SqliteConn) -> impl Future<Output = QueryResult<()>> + Send {
+        ready(conn.commit())
+    }
+
+    fn transaction_manager_status_mut(conn: &mut SqliteConn) -> &mut TransactionManagerStatus {
+        SyncTransactions::transaction_manager_status_mut(&mut conn.inner)
+    }
+}
+
+/// A query with its result type erased: SQLite reads no metadata from it, and the statement
+/// cache keys on the query's own id, which this keeps.
+struct AsUntyped<Q>(Q);
+
+impl<Q> Query for AsUntyped<Q> {
+    type SqlType = Untyped;
+}
+
+impl<Q: QueryFragment<Sqlite>> QueryFragment<Sqlite> for AsUntyped<Q> {
+    fn walk_ast<'b>(&'b self, pass: AstPass<'_, 'b, Sqlite>) -> QueryResult<()> {
+        self.0.walk_ast(pass)
+    }
+}
+
+impl<Q: QueryId> QueryId for AsUntyped<Q> {
+    type QueryId = Q::QueryId;
+    const HAS_STATIC_QUERY_ID: bool = Q::HAS_STATIC_QUERY_ID;
+}
