@@ -116,3 +116,48 @@ pub async fn delete(conn: &mut DbConn<'_>, id: i64) -> QueryResult<usize> {
         .execute(c)
         .await)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use chrono::Utc;
+    use kernel::testing::{StatementLog, TestDb};
+
+    use super::*;
+
+    kernel::backend_tests! { user_lookups_are_prepared_once_and_reused }
+
+    /// The lookup behind every authenticated request (user by id) and the login's (by email):
+    /// prepared once per connection and reused with other values.
+    async fn user_lookups_are_prepared_once_and_reused(db: TestDb) {
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let mut pooled = pool.get().await.unwrap();
+        let mut conn = pooled.conn();
+        let now = Utc::now().naive_utc();
+        let mut ids = Vec::new();
+        for email in ["a@example.com", "b@example.com"] {
+            let new = NewUserRow {
+                email,
+                email_key: email,
+                full_name: None,
+                hashed_password: "x",
+                is_active: true,
+                role: "user",
+                created_at: now,
+                updated_at: now,
+            };
+            ids.push(insert(&mut conn, &new).await.unwrap().id);
+        }
+        let log = StatementLog::default();
+        log.attach(&mut conn);
+        for id in [ids[0], ids[1], 999] {
+            find(&mut conn, id).await.unwrap();
+        }
+        for key in ["a@example.com", "nobody@example.com"] {
+            find_by_email_key(&mut conn, key).await.unwrap();
+        }
+        assert_eq!(log.statements_run(), 5);
+        assert_eq!(log.not_reused(), Vec::<String>::new(), "{:?}", db.backend);
+    }
+}

@@ -187,6 +187,9 @@ pub async fn list_posts(
     offset: i64,
     limit: i64,
 ) -> QueryResult<(Vec<PostRow>, i64)> {
+    if let (Some(status), PostOrder::NewestPublished) = (filter.status, filter.order) {
+        return list_by_status(conn, status, filter.tag_id, offset, limit).await;
+    }
     // Built twice (rows and count): boxed queries cannot be cloned.
     macro_rules! filtered {
         () => {{
@@ -195,13 +198,7 @@ pub async fn list_posts(
                 query = query.filter(blog_posts::status.eq(status));
             }
             if let Some(tag_id) = filter.tag_id {
-                query = query.filter(
-                    blog_posts::id.eq_any(
-                        blog_post_tags::table
-                            .filter(blog_post_tags::tag_id.eq(tag_id))
-                            .select(blog_post_tags::post_id),
-                    ),
-                );
+                query = query.filter(blog_posts::id.eq_any(posts_tagged(tag_id)));
             }
             query
         }};
@@ -225,6 +222,58 @@ pub async fn list_posts(
         let total = filtered!().count().get_result(c).await?;
         Ok((rows, total))
     })
+}
+
+/// The public list (one status, newest published first, with or without a tag): queries of a
+/// fixed shape, so that both backends prepare them once per connection and reuse them.
+async fn list_by_status(
+    conn: &mut DbConn<'_>,
+    status: &str,
+    tag_id: Option<i64>,
+    offset: i64,
+    limit: i64,
+) -> QueryResult<(Vec<PostRow>, i64)> {
+    with_conn!(conn, |c| {
+        let with_status = blog_posts::table.filter(blog_posts::status.eq(status));
+        let newest = (blog_posts::published_at.desc(), blog_posts::id.desc());
+        match tag_id {
+            None => {
+                let rows = with_status
+                    .order(newest)
+                    .offset(offset)
+                    .limit(limit)
+                    .select(PostRow::as_select())
+                    .load(c)
+                    .await?;
+                let total = with_status.count().get_result(c).await?;
+                Ok((rows, total))
+            }
+            Some(tag_id) => {
+                let tagged = with_status.filter(blog_posts::id.eq_any(posts_tagged(tag_id)));
+                let rows = tagged
+                    .order(newest)
+                    .offset(offset)
+                    .limit(limit)
+                    .select(PostRow::as_select())
+                    .load(c)
+                    .await?;
+                let total = tagged.count().get_result(c).await?;
+                Ok((rows, total))
+            }
+        }
+    })
+}
+
+/// The ids of the posts that carry a tag (a subquery).
+fn posts_tagged(
+    tag_id: i64,
+) -> diesel::dsl::Select<
+    diesel::dsl::Filter<blog_post_tags::table, diesel::dsl::Eq<blog_post_tags::tag_id, i64>>,
+    blog_post_tags::post_id,
+> {
+    blog_post_tags::table
+        .filter(blog_post_tags::tag_id.eq(tag_id))
+        .select(blog_post_tags::post_id)
 }
 
 /// Up to `limit` posts after `cursor` in `created_at ASC, id ASC` order (the export's order).
@@ -310,14 +359,26 @@ pub async fn tags_of_posts(
     if post_ids.is_empty() {
         return Ok(Vec::new());
     }
-    with_conn!(conn, |c| {
-        blog_post_tags::table
-            .inner_join(blog_tags::table)
-            .filter(blog_post_tags::post_id.eq_any(post_ids))
-            .select((blog_post_tags::post_id, TagRow::as_select()))
-            .load(c)
-            .await
-    })
+    // One statement text whatever the number of posts, so that it is prepared once.
+    with_conn!(
+        conn,
+        postgres | c | {
+            blog_post_tags::table
+                .inner_join(blog_tags::table)
+                .filter(blog_post_tags::post_id.eq_any(post_ids))
+                .select((blog_post_tags::post_id, TagRow::as_select()))
+                .load(c)
+                .await
+        },
+        sqlite | c | {
+            blog_post_tags::table
+                .inner_join(blog_tags::table)
+                .filter(kernel::db::in_ids(blog_post_tags::post_id, post_ids))
+                .select((blog_post_tags::post_id, TagRow::as_select()))
+                .load(c)
+                .await
+        }
+    )
 }
 
 /// Replaces the tags of a post. (One insert per link: SQLite's multi-row insert is not available
@@ -457,4 +518,77 @@ pub async fn list_tags(conn: &mut DbConn<'_>) -> QueryResult<Vec<TagRow>> {
     with_conn!(conn, |c| {
         blog_tags::table.select(TagRow::as_select()).load(c).await
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use chrono::Utc;
+    use kernel::testing::{StatementLog, TestDb};
+
+    use super::*;
+
+    kernel::backend_tests! { hot_reads_are_prepared_once_and_reused }
+
+    /// The public list (rows, count, tags of the page), with and without a tag filter, and a post by
+    /// slug: every statement is prepared once per connection and reused with other values.
+    async fn hot_reads_are_prepared_once_and_reused(db: TestDb) {
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let mut pooled = pool.get().await.unwrap();
+        let mut conn = pooled.conn();
+        let now = Utc::now().naive_utc();
+        let mut tags = Vec::new();
+        for name in ["alpha", "beta"] {
+            let new = NewTagRow {
+                name,
+                name_key: name,
+                slug: name,
+                created_at: now,
+            };
+            tags.push(insert_tag(&mut conn, &new).await.unwrap().id);
+        }
+        for i in 0..5 {
+            let slug = format!("post-{i}");
+            let new = NewPostRow {
+                title: &slug,
+                slug: &slug,
+                excerpt: None,
+                content: "body",
+                status: "published",
+                author_id: None,
+                author_name: None,
+                seo_title: None,
+                seo_description: None,
+                hero_image_url: None,
+                created_at: now,
+                updated_at: now,
+                published_at: Some(now),
+                content_html: "<p>body</p>",
+                derived_excerpt: "body",
+            };
+            let post = insert_post(&mut conn, &new).await.unwrap();
+            set_post_tags(&mut conn, post.id, &tags[..1 + i % 2])
+                .await
+                .unwrap();
+        }
+        let log = StatementLog::default();
+        log.attach(&mut conn);
+        for (page, tag) in [(0, None), (2, None), (0, Some(tags[0])), (1, Some(tags[1]))] {
+            let filter = PostFilter {
+                status: Some("published"),
+                tag_id: tag,
+                order: PostOrder::NewestPublished,
+            };
+            let (rows, total) = list_posts(&mut conn, filter, page, 2 + page).await.unwrap();
+            assert!(total > 0 && !rows.is_empty());
+            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+            assert!(!tags_of_posts(&mut conn, &ids).await.unwrap().is_empty());
+        }
+        for slug in ["post-1", "post-3", "none"] {
+            find_post_by_slug(&mut conn, slug).await.unwrap();
+        }
+        assert!(log.statements_run() >= 15);
+        assert_eq!(log.not_reused(), Vec::<String>::new(), "{:?}", db.backend);
+    }
 }

@@ -135,6 +135,73 @@ impl Drop for TestDb {
     }
 }
 
+/// Records the statements a connection runs and the ones it prepares for its statement cache, to
+/// check that a query is shaped for reuse: run it a few times with different values, then expect
+/// [`not_reused`](Self::not_reused) to be empty.
+#[derive(Clone, Default)]
+pub struct StatementLog(std::sync::Arc<std::sync::Mutex<StatementCounts>>);
+
+#[derive(Default)]
+struct StatementCounts {
+    run: Vec<String>,
+    prepared: Vec<String>,
+}
+
+impl StatementLog {
+    /// Starts recording `conn`'s statements.
+    pub fn attach(&self, conn: &mut crate::DbConn<'_>) {
+        match conn {
+            crate::DbConn::Postgres(c) => c.set_instrumentation(self.clone()),
+            crate::DbConn::Sqlite(c) => c.set_instrumentation(self.clone()),
+        }
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, StatementCounts> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Statement texts that were run but not prepared once and reused: texts never put in the
+    /// cache (prepared anew each time, or built per call) and texts put in it more than once.
+    pub fn not_reused(&self) -> Vec<String> {
+        let counts = self.counts();
+        let mut missing: Vec<String> = counts
+            .run
+            .iter()
+            .filter(|sql| !counts.prepared.contains(sql))
+            .cloned()
+            .collect();
+        for (i, sql) in counts.prepared.iter().enumerate() {
+            if counts.prepared[..i].contains(sql) {
+                missing.push(format!("prepared twice: {sql}"));
+            }
+        }
+        missing.dedup();
+        missing
+    }
+
+    /// How many statements were run.
+    pub fn statements_run(&self) -> usize {
+        self.counts().run.len()
+    }
+}
+
+impl diesel::connection::Instrumentation for StatementLog {
+    fn on_connection_event(&mut self, event: diesel::connection::InstrumentationEvent<'_>) {
+        use diesel::connection::InstrumentationEvent as Event;
+        match event {
+            Event::StartQuery { query, .. } => {
+                let text = query.to_string();
+                let sql = text.split(" -- binds: ").next().unwrap_or_default();
+                self.counts().run.push(sql.to_owned());
+            }
+            Event::CacheQuery { sql, .. } => self.counts().prepared.push(sql.to_owned()),
+            _ => {}
+        }
+    }
+}
+
 /// A server running on 127.0.0.1 on a random port, stopped when dropped.
 pub struct TestServer {
     pub base_url: String,

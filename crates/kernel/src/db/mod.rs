@@ -21,7 +21,7 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness};
 
 mod sqlite;
 
-pub use sqlite::{SqliteConn, SqliteTransactions};
+pub use sqlite::{InIds, SqliteConn, SqliteTransactions, in_ids};
 
 /// The default database: an SQLite file created with its folder on first start.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/keel.db";

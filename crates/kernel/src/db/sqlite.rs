@@ -255,3 +255,52 @@ impl<Q: QueryId> QueryId for AsUntyped<Q> {
     type QueryId = Q::QueryId;
     const HAS_STATIC_QUERY_ID: bool = Q::HAS_STATIC_QUERY_ID;
 }
+
+/// `column IN (SELECT value FROM json_each(?))` with the ids as one JSON array bound: the SQLite
+/// form of `column = ANY($1)`. diesel's `eq_any` over a list writes one placeholder per id on
+/// SQLite, so its statement text changes with the list's length and is never cached; this one's
+/// text is fixed, and its prepared statement is reused. Use it in the SQLite arm of
+/// [`with_conn!`](crate::with_conn), with `eq_any` in the PostgreSQL arm.
+pub fn in_ids<C>(column: C, ids: &[i64]) -> InIds<C> {
+    use std::fmt::Write as _;
+    let mut json = String::with_capacity(ids.len() * 8 + 2);
+    json.push('[');
+    for (i, id) in ids.iter().enumerate() {
+        let comma = if i > 0 { "," } else { "" };
+        let _ = write!(json, "{comma}{id}"); // writing to a String cannot fail
+    }
+    json.push(']');
+    InIds { column, json }
+}
+
+/// See [`in_ids`].
+#[derive(Debug, Clone)]
+pub struct InIds<C> {
+    column: C,
+    json: String,
+}
+
+impl<C> diesel::Expression for InIds<C> {
+    type SqlType = diesel::sql_types::Bool;
+}
+
+impl<C: diesel::AppearsOnTable<QS>, QS> diesel::AppearsOnTable<QS> for InIds<C> {}
+
+impl<C: diesel::expression::ValidGrouping<G>, G> diesel::expression::ValidGrouping<G> for InIds<C> {
+    type IsAggregate = C::IsAggregate;
+}
+
+impl<C: QueryFragment<Sqlite>> QueryFragment<Sqlite> for InIds<C> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Sqlite>) -> QueryResult<()> {
+        self.column.walk_ast(out.reborrow())?;
+        out.push_sql(" IN (SELECT value FROM json_each(");
+        out.push_bind_param::<diesel::sql_types::Text, _>(&self.json)?;
+        out.push_sql("))");
+        Ok(())
+    }
+}
+
+impl<C: QueryId> QueryId for InIds<C> {
+    type QueryId = InIds<C::QueryId>;
+    const HAS_STATIC_QUERY_ID: bool = C::HAS_STATIC_QUERY_ID;
+}
