@@ -34,6 +34,9 @@ impl AuthState {
         let bearer = bearer_token(req)
             .ok_or(AuthFailure::NotAuthenticated)?
             .to_owned();
+        if let Some(answer) = self.service.cached_user_for_token(&bearer) {
+            return answer.map_err(Into::into);
+        }
         let service = self.service.clone();
         run_detached(async move { service.user_for_token(&bearer).await }).await
     }

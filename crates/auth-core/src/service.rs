@@ -85,6 +85,9 @@ pub trait AuthService: Send + Sync {
     ) -> Result<String, AuthError>;
     /// The active user behind a token.
     async fn user_for_token(&self, token: &str) -> Result<User, AuthFailure>;
+    /// [`user_for_token`](Self::user_for_token)'s answer when memory alone gives it (a token that
+    /// does not verify, or a user in the read cache); `None` when it needs the database.
+    fn cached_user_for_token(&self, token: &str) -> Option<Result<User, AuthFailure>>;
     async fn list_users(&self, page: Page) -> Result<(Vec<User>, i64), AuthError>;
     async fn find_by_email(&self, email: &str) -> Result<Option<User>, AuthError>;
     /// Changes a user's active flag and/or role. `actor` is the acting admin's id (None for the
@@ -229,10 +232,14 @@ impl AuthService for AuthServiceImpl {
                 user
             }
         };
-        if !user.is_active {
-            return Err(AuthFailure::Inactive);
-        }
-        Ok(user)
+        active(user)
+    }
+
+    fn cached_user_for_token(&self, token: &str) -> Option<Result<User, AuthFailure>> {
+        let Some(id) = self.keys.verify(token) else {
+            return Some(Err(AuthFailure::InvalidCredentials));
+        };
+        self.users.get(&id).ok().map(active)
     }
 
     async fn list_users(&self, page: Page) -> Result<(Vec<User>, i64), AuthError> {
@@ -276,6 +283,15 @@ impl AuthService for AuthServiceImpl {
     }
 }
 
+/// A user behind a token, refused when deactivated.
+fn active(user: User) -> Result<User, AuthFailure> {
+    if user.is_active {
+        Ok(user)
+    } else {
+        Err(AuthFailure::Inactive)
+    }
+}
+
 /// The [`Authenticator`] other modules use: a token → the active user as a [`Principal`].
 pub struct TokenAuthenticator(pub Arc<dyn AuthService>);
 
@@ -284,5 +300,10 @@ impl Authenticator for TokenAuthenticator {
     async fn authenticate(&self, token: &str) -> Result<Principal, AuthFailure> {
         let user = self.0.user_for_token(token).await?;
         Ok(Principal::from(&user))
+    }
+
+    fn cached(&self, token: &str) -> Option<Result<Principal, AuthFailure>> {
+        let answer = self.0.cached_user_for_token(token)?;
+        Some(answer.map(|user| Principal::from(&user)))
     }
 }

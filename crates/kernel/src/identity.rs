@@ -129,6 +129,13 @@ impl From<AuthFailure> for ApiError {
 #[async_trait::async_trait]
 pub trait Authenticator: Send + Sync {
     async fn authenticate(&self, token: &str) -> Result<Principal, AuthFailure>;
+
+    /// The answer when it can be given from memory alone (a token that does not verify, or a user
+    /// in a read cache); `None` when it needs the database. Requests try this first and run
+    /// [`authenticate`](Self::authenticate) as a unit of work only when it says `None`.
+    fn cached(&self, _token: &str) -> Option<Result<Principal, AuthFailure>> {
+        None
+    }
 }
 
 /// The bearer token of a request (`Authorization: Bearer <token>`; the scheme is case-insensitive).
@@ -181,6 +188,9 @@ async fn resolve(
     authenticator: &Arc<dyn Authenticator>,
     token: &str,
 ) -> Result<Principal, AuthFailure> {
+    if let Some(answer) = authenticator.cached(token) {
+        return answer;
+    }
     let authenticator = authenticator.clone();
     let token = token.to_owned();
     crate::db::spawn_unit(async move { authenticator.authenticate(&token).await })
