@@ -33,7 +33,8 @@ kernel::backend_tests! {
 
 async fn blog_alone_is_open(db: TestDb) {
     let pool = db.migrated_pool(&[blog_core::MIGRATIONS]).await;
-    let deps = Deps::new(pool).unwrap();
+    let mut deps = Deps::new(pool).unwrap();
+    deps.read_cache = db.read_cache;
     let blog = BlogModule::build(BlogConfig::default(), &deps)
         .await
         .unwrap();
@@ -84,7 +85,8 @@ async fn blog_with_an_authenticator_needs_a_token(db: TestDb) {
     let pool = db
         .migrated_pool(&[auth_core::MIGRATIONS, blog_core::MIGRATIONS])
         .await;
-    let deps = Deps::new(pool).unwrap();
+    let mut deps = Deps::new(pool).unwrap();
+    deps.read_cache = db.read_cache;
     let auth = auth_core::AuthModule::build(
         auth_core::AuthConfig::with_secret("embedding-test-secret-embedding-test"),
         &deps,

@@ -14,6 +14,7 @@ async fn spawn(db: &TestDb) -> TestServer {
         port: 0,
         database_url: db.url.clone(),
         http_workers: 2,
+        read_cache: db.read_cache,
         ..Config::default()
     };
     config

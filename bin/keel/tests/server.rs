@@ -15,6 +15,7 @@ fn config(db: &TestDb) -> Config {
         port: 0,
         database_url: db.url.clone(),
         http_workers: 2,
+        read_cache: db.read_cache,
         ..Config::default()
     };
     config.settings.set(auth_core::AuthConfig::with_secret(

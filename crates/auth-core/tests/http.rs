@@ -20,7 +20,8 @@ struct Ctx {
 
 async fn start(db: TestDb, config: AuthConfig) -> Ctx {
     let pool = db.migrated_pool(&[auth_core::MIGRATIONS]).await;
-    let deps = Deps::new(pool).expect("dependencies");
+    let mut deps = Deps::new(pool).expect("dependencies");
+    deps.read_cache = db.read_cache;
     let module = Arc::new(
         AuthModule::build(config, &deps)
             .await

@@ -9,8 +9,9 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use crate::db::{Backend, DbPool, MigrationSet, migrate};
 use crate::http;
 
-/// Runs each named `async fn(TestDb)` twice: `sqlite` always, `postgres` when
-/// `TEST_DATABASE_URL` is set (it passes with a note otherwise).
+/// Runs each named `async fn(TestDb)` four times: on SQLite always and on PostgreSQL when
+/// `TEST_DATABASE_URL` is set (it passes with a note otherwise), each with the read cache on and
+/// off ([`TestDb::read_cache`], which the test passes on to the module or server it builds).
 ///
 /// ```text
 /// kernel::backend_tests! { register_returns_201, login_rejects_bad_password }
@@ -32,6 +33,19 @@ macro_rules! backend_tests {
                         None => eprintln!("TEST_DATABASE_URL is not set: PostgreSQL run skipped"),
                     }
                 }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite_uncached() {
+                    super::$name($crate::testing::TestDb::sqlite().await.uncached()).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres_uncached() {
+                    match $crate::testing::TestDb::postgres().await {
+                        Some(db) => super::$name(db.uncached()).await,
+                        None => eprintln!("TEST_DATABASE_URL is not set: PostgreSQL run skipped"),
+                    }
+                }
             }
         )*
     };
@@ -41,6 +55,8 @@ macro_rules! backend_tests {
 pub struct TestDb {
     pub url: String,
     pub backend: Backend,
+    /// Whether the module or server under test keeps its read cache on (`READ_CACHE`).
+    pub read_cache: bool,
     _dir: Option<tempfile::TempDir>,
     postgres: Option<(String, String)>,
 }
@@ -55,6 +71,7 @@ impl TestDb {
         TestDb {
             url,
             backend: Backend::Sqlite,
+            read_cache: true,
             _dir: Some(dir),
             postgres: None,
         }
@@ -79,9 +96,16 @@ impl TestDb {
         Some(TestDb {
             url,
             backend: Backend::Postgres,
+            read_cache: true,
             _dir: None,
             postgres: Some((admin_url, name)),
         })
+    }
+
+    /// The same database, for a test run with the read cache off.
+    pub fn uncached(mut self) -> TestDb {
+        self.read_cache = false;
+        self
     }
 
     /// A pool on this database with `sets` migrated.

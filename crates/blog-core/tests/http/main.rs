@@ -63,6 +63,7 @@ struct Ctx {
 async fn start(db: TestDb, config: BlogConfig, auth: bool) -> Ctx {
     let pool = db.migrated_pool(&[blog_core::MIGRATIONS]).await;
     let mut deps = Deps::new(pool).unwrap();
+    deps.read_cache = db.read_cache;
     if auth {
         deps = deps.with_authenticator(Arc::new(StubAuthenticator));
     }
