@@ -19,9 +19,12 @@ fmt:
     cargo fmt --all
 
 # Load benchmarks against a release build (needs wrk and GNU time); results go into docs/performance.md.
-bench:
-    bash bench/auth.sh
-    bash bench/blog.sh
+# With a PostgreSQL URL (`just bench postgres://postgres@127.0.0.1:5432/postgres`) PostgreSQL is
+# benched too, in scratch databases.
+bench pg="":
+    bash bench/auth.sh {{pg}}
+    bash bench/blog.sh {{pg}}
+    bash bench/reads.sh {{pg}}
 
 # The provider simulator for local demos.
 sim:
