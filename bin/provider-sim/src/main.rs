@@ -21,6 +21,13 @@ struct Args {
         default_value = "http://127.0.0.1:8000/api/v1/payment/webhook"
     )]
     webhook_url: String,
+    /// Where Resend email events are delivered (Keel's Resend webhook route).
+    #[arg(
+        long,
+        env = "PROVIDER_SIM_RESEND_WEBHOOK_URL",
+        default_value = "http://127.0.0.1:8000/api/v1/comms/webhooks/resend"
+    )]
+    resend_webhook_url: String,
     /// Pause between streamed LLM chunks, in milliseconds.
     #[arg(long, default_value_t = 0)]
     chunk_delay_ms: u64,
@@ -36,6 +43,7 @@ async fn main() -> ExitCode {
     let config = SimConfig {
         addr: args.addr.clone(),
         webhook_url: Some(args.webhook_url.clone()),
+        resend_webhook_url: Some(args.resend_webhook_url.clone()),
         stripe_auto_events: !args.no_auto_events,
         chunk_delay: Duration::from_millis(args.chunk_delay_ms),
         callback_delay: Duration::from_millis(500),
@@ -50,6 +58,7 @@ async fn main() -> ExitCode {
     };
     eprintln!("provider-sim listening on {}", sim.base_url());
     eprintln!("  Stripe events go to {}", args.webhook_url);
+    eprintln!("  Resend events go to {}", args.resend_webhook_url);
     eprintln!(
         "  outbox: {}/outbox   control API: {}/_sim/...",
         sim.base_url(),

@@ -1,5 +1,6 @@
 //! The control API under `/_sim/...` (faults, journal, outbox, deliveries, Stripe events and
-//! checkout completion) and the human pages: `/` (settings) and `/outbox`.
+//! checkout completion, Resend events, Twilio status callbacks, callback knobs) and the human
+//! pages: `/` (settings) and `/outbox`.
 
 use std::time::Duration;
 
@@ -8,12 +9,13 @@ use actix_web::{HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::delivery::CallbackOptions;
 use crate::faults::Fault;
 use crate::html::{escape, page};
 use crate::journal::Provider;
 use crate::state::{Sim, lock};
 use crate::stripe::{self, DeliveryOptions, EventSpec, Outcome};
-use crate::twilio;
+use crate::{resend, twilio};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/", web::get().to(index))
@@ -37,6 +39,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 )
                 .route("/stripe/objects/{id}", web::get().to(stripe_object))
                 .route("/twilio/{sid}/status", web::post().to(twilio_status))
+                .route("/resend/{email_id}/events", web::post().to(resend_event))
+                .route("/callbacks", web::get().to(callback_options))
+                .route("/callbacks", web::post().to(set_callback_options))
                 .route("/llm/chunk-delay", web::post().to(chunk_delay))
                 .route("/reset", web::post().to(reset)),
         );
@@ -57,6 +62,7 @@ pub fn settings(sim: &Sim) -> Vec<(String, String)> {
         ("RESEND_API_BASE", base.clone()),
         ("RESEND_API_KEY", c.resend_api_key.clone()),
         ("RESEND_FROM_EMAIL", "Keel <noreply@example.com>".to_owned()),
+        ("RESEND_WEBHOOK_SECRET", c.resend_webhook_secret.clone()),
         ("TWILIO_API_BASE", base.clone()),
         ("TWILIO_ACCOUNT_SID", c.twilio_account_sid.clone()),
         ("TWILIO_AUTH_TOKEN", c.twilio_auth_token.clone()),
@@ -268,18 +274,61 @@ async fn stripe_object(sim: web::Data<Sim>, path: web::Path<String>) -> HttpResp
     }
 }
 
+/// A JSON body (or `{}`) read as `T`, or why not.
+fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, String> {
+    serde_json::from_value(body_json(body)?).map_err(|e| format!("invalid body: {e}"))
+}
+
 #[derive(Deserialize)]
 struct StatusBody {
     status: String,
+    #[serde(flatten)]
+    options: CallbackOptions,
 }
 
-async fn twilio_status(
-    sim: web::Data<Sim>,
-    path: web::Path<String>,
-    body: web::Json<StatusBody>,
-) -> HttpResponse {
-    match twilio::status_callback(&sim, &path, &body.status).await {
-        Ok(delivery) => HttpResponse::Ok().json(delivery),
+/// Body: `{"status": "delivered"}` plus any callback knob.
+async fn twilio_status(sim: web::Data<Sim>, path: web::Path<String>, body: Bytes) -> HttpResponse {
+    let request: StatusBody = match parse(&body) {
+        Ok(request) => request,
+        Err(message) => return bad_request(&message),
+    };
+    match twilio::status_callback(&sim, &path, &request.status, &request.options).await {
+        Ok(deliveries) => HttpResponse::Ok().json(json!({ "deliveries": deliveries })),
+        Err(message) => bad_request(&message),
+    }
+}
+
+#[derive(Deserialize)]
+struct EventBody {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(flatten)]
+    options: CallbackOptions,
+}
+
+/// Body: `{"type": "email.bounced"}` plus any callback knob.
+async fn resend_event(sim: web::Data<Sim>, path: web::Path<String>, body: Bytes) -> HttpResponse {
+    let request: EventBody = match parse(&body) {
+        Ok(request) => request,
+        Err(message) => return bad_request(&message),
+    };
+    match resend::event_for(&sim, &path, &request.kind, &request.options).await {
+        Ok(deliveries) => HttpResponse::Ok().json(json!({ "deliveries": deliveries })),
+        Err(message) => bad_request(&message),
+    }
+}
+
+async fn callback_options(sim: web::Data<Sim>) -> HttpResponse {
+    HttpResponse::Ok().json(sim.callback_options())
+}
+
+/// Body: the knobs background lifecycles use from now on (`{}` restores normal deliveries).
+async fn set_callback_options(sim: web::Data<Sim>, body: Bytes) -> HttpResponse {
+    match parse::<CallbackOptions>(&body) {
+        Ok(options) => {
+            sim.set_callback_options(options.clone());
+            HttpResponse::Ok().json(options)
+        }
         Err(message) => bad_request(&message),
     }
 }

@@ -1,7 +1,8 @@
 //! Stand-ins for Stripe, Resend, Twilio and the LLM chat APIs (OpenAI-compatible, Anthropic,
 //! Gemini, Cohere), speaking their wire protocols on 127.0.0.1 so that Keel's real HTTP clients
 //! are what tests exercise. Every request is journaled; faults can be scripted per provider;
-//! Stripe events and Twilio status callbacks are signed exactly as the providers sign them.
+//! Stripe events, Resend events (Svix) and Twilio status callbacks are signed exactly as the
+//! providers sign them.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -33,7 +34,7 @@ use actix_web::dev::ServerHandle;
 use actix_web::{App, HttpServer, web};
 use serde_json::Value;
 
-pub use delivery::Delivery;
+pub use delivery::{CallbackOptions, Delivery};
 pub use faults::{Fault, FaultAction};
 pub use journal::{JournalEntry, Provider};
 pub use outbox::{Call, Email, Outbox, Sms};
@@ -56,13 +57,17 @@ pub struct SimConfig {
     /// refunds and subscription changes made through the API.
     pub stripe_auto_events: bool,
     pub resend_api_key: String,
+    /// Where Resend events go (Keel's `/api/v1/comms/webhooks/resend`); `None` sends none.
+    pub resend_webhook_url: Option<String>,
+    /// The Svix signing secret of Resend's events, `whsec_` then base64.
+    pub resend_webhook_secret: String,
     pub twilio_account_sid: String,
     pub twilio_auth_token: String,
     /// The key the LLM APIs accept; `None` accepts any non-empty key.
     pub ai_api_key: Option<String>,
     /// Pause between streamed chunks (changeable at run time).
     pub chunk_delay: Duration,
-    /// Pause before Twilio status callbacks are posted.
+    /// Pause before each Twilio status callback and Resend event of a background lifecycle.
     pub callback_delay: Duration,
 }
 
@@ -76,6 +81,9 @@ impl Default for SimConfig {
             prices: Price::defaults(),
             stripe_auto_events: false,
             resend_api_key: "re_provider_sim".to_owned(),
+            resend_webhook_url: None,
+            // base64 of the 24 bytes `provider-sim-resend-hook`.
+            resend_webhook_secret: "whsec_cHJvdmlkZXItc2ltLXJlc2VuZC1ob29r".to_owned(),
             twilio_account_sid: "AC00000000000000000000000000000001".to_owned(),
             twilio_auth_token: "0123456789abcdef0123456789abcdef".to_owned(),
             ai_api_key: None,
@@ -185,12 +193,13 @@ impl SimHandle {
         state::lock(&self.sim.outbox).clone()
     }
 
-    /// Webhook deliveries made so far (Stripe events, Twilio status callbacks).
+    /// Webhook deliveries made so far (Stripe events, Resend events, Twilio status callbacks).
     pub fn deliveries(&self) -> Vec<Delivery> {
         self.sim.deliveries()
     }
 
-    /// Forgets requests, faults, deliveries and the outbox (Stripe objects are kept).
+    /// Forgets requests, faults, deliveries, callback knobs and the outbox (Stripe objects are
+    /// kept).
     pub fn reset(&self) {
         self.sim.reset();
     }
@@ -257,7 +266,45 @@ impl SimHandle {
         sid: &str,
         status: &str,
     ) -> Result<Delivery, String> {
-        twilio::status_callback(&self.sim, sid, status).await
+        self.twilio_status_callback_with(sid, status, &CallbackOptions::default())
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| "no callback was posted".to_owned())
+    }
+
+    /// Posts a Twilio status callback with the knobs of `options` (two deliveries with
+    /// `duplicate`). `failed` and `undelivered` messages carry `ErrorCode`.
+    pub async fn twilio_status_callback_with(
+        &self,
+        sid: &str,
+        status: &str,
+        options: &CallbackOptions,
+    ) -> Result<Vec<Delivery>, String> {
+        twilio::status_callback(&self.sim, sid, status, options).await
+    }
+
+    /// Posts a Resend webhook event (`email.sent`, `email.delivered`, `email.delivery_delayed`,
+    /// `email.bounced`, `email.complained`, or any other type) about an email in the outbox,
+    /// signed the Svix way, to `options.url` or the configured Resend webhook URL. `Err` when the
+    /// email is unknown or there is no URL.
+    pub async fn resend_event(
+        &self,
+        email_id: &str,
+        event_type: &str,
+        options: &CallbackOptions,
+    ) -> Result<Vec<Delivery>, String> {
+        resend::event_for(&self.sim, email_id, event_type, options).await
+    }
+
+    /// The knobs the background lifecycles (Twilio status callbacks after a send, Resend events
+    /// after a send) deliver with from now on, until changed or [`Self::reset`].
+    pub fn set_callback_options(&self, options: CallbackOptions) {
+        self.sim.set_callback_options(options);
+    }
+
+    pub fn callback_options(&self) -> CallbackOptions {
+        self.sim.callback_options()
     }
 
     /// Stops the server (requests in flight finish first).

@@ -25,6 +25,9 @@ pub struct Email {
     pub headers: Value,
     pub attachments: usize,
     pub created_at: String,
+    /// The type of the last webhook event posted about it, without `email.` (`delivered`, ...).
+    #[serde(default)]
+    pub last_event: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,14 +1,24 @@
 //! Resend: `POST /emails` (and `/emails/batch`, `GET /emails/{id}`) with a bearer key,
-//! Resend's validation errors and idempotency keys; accepted emails land in the outbox.
+//! Resend's validation errors and idempotency keys; accepted emails land in the outbox. Webhook
+//! events (`email.sent`, `email.delivered`, ...) are signed the Svix way and posted to the
+//! configured webhook URL, automatically after each send and on demand.
+
+use std::sync::Arc;
 
 use actix_web::web::{self, Bytes};
 use actix_web::{HttpRequest, HttpResponse};
 use serde_json::{Value, json};
 
-use crate::ids;
+use crate::delivery::{self, CallbackOptions, Delivery};
 use crate::journal::Provider;
 use crate::outbox::Email;
-use crate::state::{Reply, Sim, lock};
+use crate::state::{Reply, Sim, lock, now};
+use crate::{ids, signing};
+
+/// A `whsec_` secret that is not the endpoint's, for `wrong_secret`.
+const WRONG_SECRET: &str = "whsec_bm90LXRoZS1lbmRwb2ludC1zZWNyZXQh";
+/// Another secret, whose signature comes first with `two_signatures`.
+const ROTATED_SECRET: &str = "whsec_YS1yb3RhdGVkLW91dC1vbGQtc2VjcmV0";
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/emails", web::post().to(send))
@@ -66,7 +76,7 @@ async fn send_batch(sim: web::Data<Sim>, req: HttpRequest, body: Bytes) -> HttpR
     handle(&sim, &req, &body, true).await
 }
 
-async fn handle(sim: &Sim, req: &HttpRequest, body: &Bytes, batch: bool) -> HttpResponse {
+async fn handle(sim: &Arc<Sim>, req: &HttpRequest, body: &Bytes, batch: bool) -> HttpResponse {
     let action = match sim.begin(Provider::Resend, req, body).await {
         Ok(action) => action,
         Err(response) => return response,
@@ -75,7 +85,7 @@ async fn handle(sim: &Sim, req: &HttpRequest, body: &Bytes, batch: bool) -> Http
     sim.finish(reply, action)
 }
 
-fn respond(sim: &Sim, req: &HttpRequest, body: &[u8], batch: bool) -> Result<Reply, Reply> {
+fn respond(sim: &Arc<Sim>, req: &HttpRequest, body: &[u8], batch: bool) -> Result<Reply, Reply> {
     authenticate(sim, req)?;
     let key = req
         .headers()
@@ -121,12 +131,16 @@ fn respond(sim: &Sim, req: &HttpRequest, body: &[u8], batch: bool) -> Result<Rep
         }
         let emails = items.iter().map(validate).collect::<Result<Vec<_>, _>>()?;
         let ids: Vec<Value> = emails.iter().map(|e| json!({"id": e.id})).collect();
-        lock(&sim.outbox).emails.extend(emails);
+        lock(&sim.outbox).emails.extend(emails.iter().cloned());
+        for email in emails {
+            spawn_lifecycle(sim.clone(), email);
+        }
         json!({"data": ids})
     } else {
         let email = validate(&parsed)?;
         let response = json!({"id": email.id});
-        lock(&sim.outbox).emails.push(email);
+        lock(&sim.outbox).emails.push(email.clone());
+        spawn_lifecycle(sim.clone(), email);
         response
     };
     if let Some(key) = key {
@@ -291,6 +305,7 @@ fn validate(email: &Value) -> Result<Email, Reply> {
         headers: email["headers"].clone(),
         attachments: attachments.len(),
         created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        last_event: None,
     })
 }
 
@@ -314,7 +329,8 @@ async fn get(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<String>) -> 
                     json!({
                         "object": "email", "id": e.id, "from": e.from, "to": e.to, "cc": e.cc, "bcc": e.bcc,
                         "reply_to": e.reply_to, "subject": e.subject, "html": e.html, "text": e.text,
-                        "created_at": e.created_at, "last_event": "delivered",
+                        "created_at": e.created_at,
+                        "last_event": e.last_event.as_deref().unwrap_or("delivered"),
                     }),
                 ),
                 None => error(404, "not_found", "Email not found"),
@@ -322,6 +338,171 @@ async fn get(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<String>) -> 
         }
     };
     sim.finish(reply, action)
+}
+
+/// Whether `address` (bare or `Name <a@b>`) is Resend's test address `{kind}@resend.dev`,
+/// labels (`{kind}+label@resend.dev`) included.
+fn is_test_address(address: &str, kind: &str) -> bool {
+    let address = address.trim();
+    let bare = match (address.rfind('<'), address.strip_suffix('>')) {
+        (Some(open), Some(inner)) => &inner[open + 1..],
+        _ => address,
+    };
+    bare.rsplit_once('@').is_some_and(|(local, domain)| {
+        domain.eq_ignore_ascii_case("resend.dev")
+            && local
+                .split('+')
+                .next()
+                .is_some_and(|l| l.eq_ignore_ascii_case(kind))
+    })
+}
+
+/// The events that follow a send, as Resend's test addresses behave: `bounced@resend.dev`
+/// bounces, `complained@resend.dev` is delivered then marked as spam, anything else is delivered.
+fn lifecycle(email: &Email) -> Vec<&'static str> {
+    let any = |kind: &str| email.to.iter().any(|a| is_test_address(a, kind));
+    if any("bounced") {
+        vec!["email.sent", "email.bounced"]
+    } else if any("complained") {
+        vec!["email.sent", "email.delivered", "email.complained"]
+    } else {
+        vec!["email.sent", "email.delivered"]
+    }
+}
+
+/// Posts the events of an email's lifecycle in the background, each after the callback delay,
+/// with the simulator's current callback knobs. Nothing happens without a webhook URL.
+fn spawn_lifecycle(sim: Arc<Sim>, email: Email) {
+    let options = sim.callback_options();
+    if options.url.is_none() && sim.config.resend_webhook_url.is_none() {
+        return;
+    }
+    let mut events = lifecycle(&email);
+    if options.out_of_order {
+        events.reverse();
+    }
+    tokio::spawn(async move {
+        for kind in events {
+            let options = sim.callback_options();
+            if options.delay.is_none() {
+                tokio::time::sleep(sim.config.callback_delay).await;
+            }
+            let _ = deliver(&sim, &email, kind, &options).await;
+        }
+    });
+}
+
+/// The event body as Resend sends it.
+fn event(email: &Email, kind: &str) -> Value {
+    let mut data = json!({
+        "created_at": email.created_at,
+        "email_id": email.id,
+        "from": email.from,
+        "to": email.to,
+        "subject": email.subject,
+    });
+    if email.tags.as_array().is_some_and(|t| !t.is_empty()) {
+        data["tags"] = email.tags.clone();
+    }
+    if kind == "email.bounced" {
+        data["bounce"] = json!({
+            "message": "The recipient's mail server permanently rejected the email.",
+            "type": "Permanent",
+            "subType": "General",
+        });
+    }
+    json!({
+        "type": kind,
+        "created_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "data": data,
+    })
+}
+
+/// Posts one event about an email in the outbox.
+pub async fn event_for(
+    sim: &Sim,
+    email_id: &str,
+    kind: &str,
+    options: &CallbackOptions,
+) -> Result<Vec<Delivery>, String> {
+    let email = lock(&sim.outbox)
+        .emails
+        .iter()
+        .find(|e| e.id == email_id)
+        .cloned()
+        .ok_or_else(|| format!("No email {email_id}"))?;
+    deliver(sim, &email, kind, options).await
+}
+
+/// Signs `kind`'s event about `email` the Svix way and POSTs it (twice with `duplicate`) to the
+/// webhook URL, with the knobs of `options`.
+async fn deliver(
+    sim: &Sim,
+    email: &Email,
+    kind: &str,
+    options: &CallbackOptions,
+) -> Result<Vec<Delivery>, String> {
+    if let Some(delay) = options.delay {
+        tokio::time::sleep(delay).await;
+    }
+    let url = options
+        .url
+        .clone()
+        .or_else(|| sim.config.resend_webhook_url.clone())
+        .ok_or_else(|| "no Resend webhook URL configured".to_owned())?;
+    if let Some(stored) = lock(&sim.outbox)
+        .emails
+        .iter_mut()
+        .find(|e| e.id == email.id)
+    {
+        stored.last_event = Some(kind.strip_prefix("email.").unwrap_or(kind).to_owned());
+    }
+    let event = event(email, kind);
+    let body = event.to_string();
+    let msg_id = ids::stripe("msg_");
+    let timestamp = now() - if options.stale { 600 } else { 0 };
+    let secret = if options.wrong_secret {
+        WRONG_SECRET
+    } else {
+        &sim.config.resend_webhook_secret
+    };
+    let mut signature = signing::svix(secret, &msg_id, timestamp, body.as_bytes());
+    if options.two_signatures {
+        let other = signing::svix(ROTATED_SECRET, &msg_id, timestamp, body.as_bytes());
+        signature = format!("{other} {signature}");
+    }
+    let sent = if options.tamper {
+        let mut changed = event;
+        changed["data"]["subject"] = json!(format!("{} (changed)", email.subject));
+        changed.to_string()
+    } else {
+        body
+    };
+    let mut headers = vec![
+        ("content-type".to_owned(), "application/json".to_owned()),
+        ("svix-id".to_owned(), msg_id),
+        ("svix-timestamp".to_owned(), timestamp.to_string()),
+    ];
+    if !options.no_signature {
+        headers.push(("svix-signature".to_owned(), signature));
+    }
+    let copies = if options.duplicate { 2 } else { 1 };
+    let mut out = Vec::new();
+    for _ in 0..copies {
+        let delivery = delivery::post(
+            &sim.client,
+            Provider::Resend,
+            &url,
+            headers.clone(),
+            sent.clone(),
+            Some(email.id.clone()),
+            Some(kind.to_owned()),
+        )
+        .await;
+        sim.record_delivery(delivery.clone());
+        out.push(delivery);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -333,5 +514,16 @@ mod tests {
         assert!(!super::is_address("not-an-address"));
         assert!(!super::is_address("a@b"));
         assert!(!super::is_address("Name <a@b.c"));
+    }
+
+    #[test]
+    fn resend_test_addresses() {
+        assert!(super::is_test_address("bounced@resend.dev", "bounced"));
+        assert!(super::is_test_address(
+            "X <Bounced+a1@resend.dev>",
+            "bounced"
+        ));
+        assert!(!super::is_test_address("bounced@example.com", "bounced"));
+        assert!(!super::is_test_address("delivered@resend.dev", "bounced"));
     }
 }

@@ -21,6 +21,26 @@ pub fn stripe_header(secret: &str, timestamp: i64, body: &[u8]) -> String {
     format!("t={timestamp},v1={}", stripe_v1(secret, timestamp, body))
 }
 
+/// Svix's `v1` scheme (Resend's webhooks): `v1,` then the base64 HMAC-SHA256 of
+/// `"{msg_id}.{timestamp}.{body}"`, keyed with the base64-decoded part of the secret after
+/// `whsec_` (a remainder that is not base64 is used as UTF-8 bytes instead).
+pub fn svix(secret: &str, msg_id: &str, timestamp: i64, body: &[u8]) -> String {
+    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .unwrap_or_else(|_| encoded.as_bytes().to_vec());
+    let mut mac = HmacSha256::new_from_slice(&key).unwrap_or_else(|_| unreachable!());
+    mac.update(msg_id.as_bytes());
+    mac.update(b".");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    )
+}
+
 /// Twilio's `X-Twilio-Signature`: base64 HMAC-SHA1 keyed by the auth token over the full URL
 /// followed by every POST parameter, sorted by name, as name then value.
 pub fn twilio(auth_token: &str, url: &str, params: &[(String, String)]) -> String {
@@ -44,6 +64,23 @@ mod tests {
         assert_eq!(
             super::stripe_header("whsec_test123", 1_700_000_000, body),
             "t=1700000000,v1=da18c53571f980bec817a29170d51086c8feeb6daaea5ec460593480521e0751"
+        );
+    }
+
+    /// The example of Svix's verification docs (headers `svix-id: msg_p5jXN8AQM9LWM0D4loKWxJek`,
+    /// `svix-timestamp: 1614265330`, `svix-signature: v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=`
+    /// for the payload `{"test": 2432232314}`); the same value comes out of
+    /// `base64(hmac.new(b64decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), b"msg_p5jXN8AQM9LWM0D4loKWxJek.1614265330.{\"test\": 2432232314}", sha256).digest())`.
+    #[test]
+    fn svix_known_answer_vector() {
+        assert_eq!(
+            super::svix(
+                "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                1_614_265_330,
+                br#"{"test": 2432232314}"#
+            ),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
         );
     }
 

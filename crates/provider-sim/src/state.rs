@@ -13,7 +13,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use futures_util::stream::{self, LocalBoxStream, StreamExt};
 use serde_json::Value;
 
-use crate::delivery::Delivery;
+use crate::delivery::{CallbackOptions, Delivery};
 use crate::faults::{Fault, FaultAction, Faults};
 use crate::journal::{JournalEntry, Provider};
 use crate::outbox::Outbox;
@@ -39,6 +39,7 @@ pub struct Sim {
     journal: Mutex<Vec<JournalEntry>>,
     faults: Mutex<Faults>,
     deliveries: Mutex<Vec<Delivery>>,
+    callback_options: Mutex<CallbackOptions>,
     chunk_delay_ms: AtomicU64,
 }
 
@@ -55,6 +56,7 @@ impl Sim {
             journal: Mutex::default(),
             faults: Mutex::default(),
             deliveries: Mutex::default(),
+            callback_options: Mutex::default(),
             chunk_delay_ms: AtomicU64::new(delay),
         }
     }
@@ -97,6 +99,15 @@ impl Sim {
         lock(&self.deliveries).clear();
     }
 
+    /// The knobs background Resend and Twilio lifecycles deliver with.
+    pub fn callback_options(&self) -> CallbackOptions {
+        lock(&self.callback_options).clone()
+    }
+
+    pub fn set_callback_options(&self, options: CallbackOptions) {
+        *lock(&self.callback_options) = options;
+    }
+
     pub fn set_chunk_delay(&self, delay: Duration) {
         let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         self.chunk_delay_ms.store(ms, Ordering::Relaxed);
@@ -106,11 +117,13 @@ impl Sim {
         Duration::from_millis(self.chunk_delay_ms.load(Ordering::Relaxed))
     }
 
-    /// Forgets every request, fault, delivery and outbox item (Stripe objects are kept).
+    /// Forgets every request, fault, delivery, callback knob and outbox item (Stripe objects are
+    /// kept).
     pub fn reset(&self) {
         self.clear_journal();
         self.clear_faults();
         self.clear_deliveries();
+        self.set_callback_options(CallbackOptions::default());
         *lock(&self.outbox) = Outbox::default();
     }
 

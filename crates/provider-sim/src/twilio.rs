@@ -9,7 +9,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::delivery::{self, Delivery};
+use crate::delivery::{self, CallbackOptions, Delivery};
 use crate::journal::Provider;
 use crate::outbox::{Call, Sms};
 use crate::state::{Reply, Sim, lock};
@@ -244,7 +244,7 @@ fn create_message(sim: &Arc<Sim>, params: &[(String, String)]) -> Reply {
         date_created: now,
     };
     lock(&sim.outbox).sms.push(sms.clone());
-    if sms.status_callback.is_some() {
+    if sms.status_callback.is_some() || sim.callback_options().url.is_some() {
         spawn_lifecycle(sim.clone(), sid, vec!["sent", "delivered"]);
     }
     Reply::json(201, message_json(sim, &sms))
@@ -358,7 +358,7 @@ fn create_call(sim: &Arc<Sim>, params: &[(String, String)]) -> Reply {
         date_created: rfc2822_now(),
     };
     lock(&sim.outbox).calls.push(call.clone());
-    if call.status_callback.is_some() {
+    if call.status_callback.is_some() || sim.callback_options().url.is_some() {
         let lifecycle = [
             ("initiated", "initiated"),
             ("ringing", "ringing"),
@@ -446,18 +446,37 @@ fn fetch(sim: &Sim, rest: &str) -> Reply {
     )
 }
 
-/// Moves a message or call through `statuses` in the background, posting a callback for each.
-fn spawn_lifecycle(sim: Arc<Sim>, sid: String, statuses: Vec<&'static str>) {
+/// Moves a message or call through `statuses` in the background, posting a callback for each
+/// with the simulator's current callback knobs.
+fn spawn_lifecycle(sim: Arc<Sim>, sid: String, mut statuses: Vec<&'static str>) {
+    if sim.callback_options().out_of_order {
+        statuses.reverse();
+    }
     tokio::spawn(async move {
         for status in statuses {
-            tokio::time::sleep(sim.config.callback_delay).await;
-            let _ = status_callback(&sim, &sid, status).await;
+            let options = sim.callback_options();
+            if options.delay.is_none() {
+                tokio::time::sleep(sim.config.callback_delay).await;
+            }
+            let _ = status_callback(&sim, &sid, status, &options).await;
         }
     });
 }
 
-/// Sets the status of a message or call and posts its status callback, signed.
-pub async fn status_callback(sim: &Sim, sid: &str, status: &str) -> Result<Delivery, String> {
+/// An auth token that is not the account's, for `wrong_secret`.
+const WRONG_TOKEN: &str = "ffffffffffffffffffffffffffffffff";
+
+/// Sets the status of a message or call and posts its status callback, signed, with the knobs
+/// of `options`. One delivery, two with `duplicate`.
+pub async fn status_callback(
+    sim: &Sim,
+    sid: &str,
+    status: &str,
+    options: &CallbackOptions,
+) -> Result<Vec<Delivery>, String> {
+    if let Some(delay) = options.delay {
+        tokio::time::sleep(delay).await;
+    }
     let account = sim.config.twilio_account_sid.clone();
     let (url, params) = {
         let mut outbox = lock(&sim.outbox);
@@ -479,6 +498,7 @@ pub async fn status_callback(sim: &Sim, sid: &str, status: &str) -> Result<Deliv
                 params.push(("MessagingServiceSid", service.clone()));
             }
             if matches!(status, "failed" | "undelivered") {
+                // Twilio's status callbacks carry the code only (30003: unreachable handset).
                 params.push(("ErrorCode", "30003".to_owned()));
             }
             (sms.status_callback.clone(), params)
@@ -503,31 +523,54 @@ pub async fn status_callback(sim: &Sim, sid: &str, status: &str) -> Result<Deliv
             return Err(format!("No message or call {sid}"));
         }
     };
-    let url = url.ok_or_else(|| format!("{sid} has no StatusCallback"))?;
-    let params: Vec<(String, String)> =
+    let url = options
+        .url
+        .clone()
+        .or(url)
+        .ok_or_else(|| format!("{sid} has no StatusCallback"))?;
+    let mut params: Vec<(String, String)> =
         params.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
-    let signature = signing::twilio(&sim.config.twilio_auth_token, &url, &params);
+    let token = if options.wrong_secret {
+        WRONG_TOKEN
+    } else {
+        &sim.config.twilio_auth_token
+    };
+    let signature = signing::twilio(token, &url, &params);
+    if options.tamper {
+        for (key, value) in &mut params {
+            if key == "To" {
+                value.push('0');
+            }
+        }
+    }
     let body = serde_urlencoded::to_string(&params).unwrap_or_default();
-    let headers = vec![
+    let mut headers = vec![
         (
             "content-type".to_owned(),
             "application/x-www-form-urlencoded; charset=utf-8".to_owned(),
         ),
         ("user-agent".to_owned(), "TwilioProxy/1.1".to_owned()),
-        ("x-twilio-signature".to_owned(), signature),
     ];
-    let delivery = delivery::post(
-        &sim.client,
-        Provider::Twilio,
-        &url,
-        headers,
-        body,
-        Some(sid.to_owned()),
-        Some(status.to_owned()),
-    )
-    .await;
-    sim.record_delivery(delivery.clone());
-    Ok(delivery)
+    if !options.no_signature {
+        headers.push(("x-twilio-signature".to_owned(), signature));
+    }
+    let copies = if options.duplicate { 2 } else { 1 };
+    let mut out = Vec::new();
+    for _ in 0..copies {
+        let delivery = delivery::post(
+            &sim.client,
+            Provider::Twilio,
+            &url,
+            headers.clone(),
+            body.clone(),
+            Some(sid.to_owned()),
+            Some(status.to_owned()),
+        )
+        .await;
+        sim.record_delivery(delivery.clone());
+        out.push(delivery);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use provider_sim::{
-    DeliveryOptions, EVENT_TYPES, EventSpec, Fault, FaultAction, Outcome, Provider, ProviderSim,
-    SimConfig, SimHandle, signing,
+    CallbackOptions, DeliveryOptions, EVENT_TYPES, EventSpec, Fault, FaultAction, Outcome,
+    Provider, ProviderSim, SimConfig, SimHandle, signing,
 };
 use serde_json::{Value, json};
 
@@ -99,6 +99,17 @@ impl Receiver {
     fn hits(&self) -> Vec<Hit> {
         self.hits.lock().unwrap().clone()
     }
+
+    /// The hits once there are at least `n` (or whatever arrived after a generous wait).
+    async fn wait_for(&self, n: usize) -> Vec<Hit> {
+        for _ in 0..400 {
+            if self.hits().len() >= n {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        self.hits()
+    }
 }
 
 impl Drop for Receiver {
@@ -136,6 +147,47 @@ fn stripe_check(_url: &str, headers: &HashMap<String, String>, body: &str) -> u1
     mac.update(format!("{t}.{body}").as_bytes());
     let expected = hex::encode(mac.finalize().into_bytes());
     if v1.contains(&expected) { 200 } else { 400 }
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// Verifies a Resend (Svix) delivery as Svix's libraries do: HMAC-SHA256 of
+/// `"{svix-id}.{svix-timestamp}.{body}"` keyed with the base64-decoded secret after `whsec_`,
+/// any of the space-separated `v1,` values, a timestamp within 5 minutes.
+fn svix_check(_url: &str, headers: &HashMap<String, String>, body: &str) -> u16 {
+    let (Some(id), Some(timestamp), Some(signatures)) = (
+        headers.get("svix-id"),
+        headers.get("svix-timestamp"),
+        headers.get("svix-signature"),
+    ) else {
+        return 400;
+    };
+    let Ok(t) = timestamp.parse::<i64>() else {
+        return 400;
+    };
+    if (unix_now() - t).abs() > 300 {
+        return 400;
+    }
+    let secret = SimConfig::default().resend_webhook_secret;
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(secret.strip_prefix("whsec_").unwrap())
+        .unwrap();
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
+    mac.update(format!("{id}.{timestamp}.{body}").as_bytes());
+    let expected = format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    );
+    if signatures.split(' ').any(|s| s == expected) {
+        200
+    } else {
+        400
+    }
 }
 
 /// Verifies `X-Twilio-Signature` over the full URL and the sorted form parameters.
