@@ -13,6 +13,8 @@ pub fn compiled() -> Vec<ModuleEntry> {
         kernel::module::entry::<blog_core::BlogModule>(),
         #[cfg(feature = "tasks")]
         kernel::module::entry::<tasks_core::TasksModule>(),
+        #[cfg(feature = "comms")]
+        kernel::module::entry::<comms_core::CommsModule>(),
     ]
 }
 

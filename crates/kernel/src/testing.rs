@@ -297,17 +297,28 @@ where
 /// error handling ([`http::app`]), on 127.0.0.1 port 0.
 #[allow(clippy::expect_used)]
 pub fn spawn_modules(modules: Vec<std::sync::Arc<dyn crate::Module>>) -> TestServer {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind port 0");
+    spawn_modules_on(modules, listener)
+}
+
+/// [`spawn_modules`] on a listener bound beforehand: for a module that must know its own address
+/// when it is built (a provider's callback URL, say).
+#[allow(clippy::expect_used)]
+pub fn spawn_modules_on(
+    modules: Vec<std::sync::Arc<dyn crate::Module>>,
+    listener: std::net::TcpListener,
+) -> TestServer {
     use utoipa_actix_web::AppExt;
     crate::init_crypto();
+    let port = listener.local_addr().expect("a bound listener").port();
     let server = HttpServer::new(move || {
         let app = http::app(crate::module::BodyLimits::default()).into_utoipa_app();
         modules.iter().fold(app, crate::module::mount).into_app()
     })
     .workers(2)
     .disable_signals()
-    .bind(("127.0.0.1", 0))
-    .expect("bind port 0");
-    let port = server.addrs()[0].port();
+    .listen(listener)
+    .expect("listen on the bound port");
     TestServer::start(server.run(), port)
 }
 

@@ -161,7 +161,14 @@ impl DbPool {
         let (backend, target) = parse_url(url)?;
         match backend {
             Backend::Postgres => {
-                let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(target);
+                // No test query per checkout (a round trip on every request): a connection the
+                // server closed is seen closed by its background task and discarded on return,
+                // and a query on one lost silently answers 503 once (`is_connection_lost`).
+                let mut config = ManagerConfig::<AsyncPgConnection>::default();
+                config.recycling_method = RecyclingMethod::Fast;
+                let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
+                    target, config,
+                );
                 let pool = Pool::builder(manager)
                     .max_size(max_size.max(1))
                     .build()

@@ -1,0 +1,221 @@
+//! Keel's communications module: email through Resend, SMS and voice calls through Twilio, and a
+//! message log that the providers' signed delivery webhooks move forward.
+//!
+//! Embedding it alone in an actix-web app (the sends are open without an authenticator; hand one
+//! in with [`Deps::with_authenticator`] to require an active user):
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use comms_core::{CommsConfig, CommsModule};
+//! use kernel::module::{BodyLimits, BuildModule, Deps, Module, mount};
+//! use utoipa_actix_web::AppExt;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let url = "sqlite://data/comms.db";
+//! kernel::db::migrate(url, &[comms_core::MIGRATIONS]).await?;
+//! let deps = Deps::new(kernel::DbPool::connect(url, 4).await?)?;
+//! let config = CommsConfig {
+//!     resend_api_key: Some("re_...".into()),
+//!     resend_from_email: Some("Keel <hello@example.com>".into()),
+//!     ..CommsConfig::default()
+//! };
+//! let comms: Arc<dyn Module> = Arc::new(CommsModule::build(config, &deps).await?);
+//! actix_web::HttpServer::new(move || {
+//!     mount(kernel::http::app(BodyLimits::default()).into_utoipa_app(), &comms).into_app()
+//! })
+//! .bind(("127.0.0.1", 8000))?
+//! .run()
+//! .await?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod cli;
+pub mod config;
+pub mod domain;
+mod error;
+mod http;
+pub mod providers;
+mod schema;
+mod service;
+mod store;
+pub mod webhooks;
+
+use std::sync::Arc;
+
+use actix_web::web;
+use diesel_migrations::{EmbeddedMigrations, embed_migrations};
+use kernel::MigrationSet;
+use kernel::health::ModuleHealth;
+use kernel::identity::Identity;
+use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub use config::CommsConfig;
+pub use domain::Channel;
+pub use error::CommsError;
+pub use service::{
+    CallReceipt, CallRequest, CommsService, EmailReceipt, EmailRequest, EventOutcome, ListFilter,
+    Message, SmsReceipt, SmsRequest, TWILIO_CALLBACK_PATH, Viewer,
+};
+
+use providers::{Resend, Twilio};
+use service::CommsServiceImpl;
+
+const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres/comms");
+const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite/comms");
+
+/// The communications module's migrations (table `comms_messages`).
+pub const MIGRATIONS: MigrationSet = MigrationSet {
+    module: "comms",
+    postgres: &POSTGRES,
+    sqlite: &SQLITE,
+};
+
+/// The assembled module: its service and its HTTP state.
+pub struct CommsModule {
+    service: Arc<dyn CommsService>,
+    state: web::Data<http::CommsState>,
+    identity: web::Data<Identity>,
+}
+
+impl BuildModule for CommsModule {
+    const NAME: &'static str = "comms";
+    type Settings = CommsConfig;
+
+    fn migrations() -> Option<MigrationSet> {
+        Some(MIGRATIONS)
+    }
+
+    fn commands() -> Vec<clap::Command> {
+        vec![cli::command()]
+    }
+
+    /// Builds the module with Resend and Twilio clients over the shared HTTP client. Channels
+    /// whose settings are missing answer 503 naming the setting.
+    async fn build(config: CommsConfig, deps: &Deps) -> Result<Self, ModuleError> {
+        for channel in Channel::ALL {
+            if let Some(setting) = config.missing(channel) {
+                tracing::info!(
+                    channel = channel.as_str(),
+                    "{} is not configured: {setting} is not set",
+                    channel.title()
+                );
+            }
+        }
+        if deps.authenticator.is_none() {
+            tracing::warn!("comms sends are open to anyone: the auth module is not mounted");
+        }
+        let email = Arc::new(Resend::new(
+            deps.http.clone(),
+            &config.resend_api_base,
+            config.resend_api_key.as_deref().unwrap_or_default(),
+            config.timeout,
+        ));
+        let telephony = Arc::new(Twilio::new(
+            deps.http.clone(),
+            &config.twilio_api_base,
+            config.twilio_account_sid.as_deref().unwrap_or_default(),
+            config.twilio_auth_token.as_deref().unwrap_or_default(),
+            config.timeout,
+        ));
+        let service: Arc<dyn CommsService> = Arc::new(CommsServiceImpl::new(
+            deps.pool.clone(),
+            config,
+            email,
+            telephony,
+        ));
+        Ok(CommsModule {
+            state: web::Data::new(http::CommsState {
+                service: service.clone(),
+            }),
+            service,
+            identity: deps.identity(),
+        })
+    }
+}
+
+impl CommsModule {
+    /// The service: every operation of the module without HTTP (the CLI uses it).
+    pub fn service(&self) -> Arc<dyn CommsService> {
+        self.service.clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl Module for CommsModule {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn mounts(&self) -> &'static [&'static str] {
+        &["/api/v1/comms"]
+    }
+
+    fn routes(&self, cfg: &mut ServiceConfig) {
+        cfg.app_data(self.state.clone())
+            .app_data(self.identity.clone())
+            .service(http::send_email)
+            .service(http::send_sms)
+            .service(http::make_call)
+            .service(http::list_messages)
+            .service(http::get_message)
+            .service(http::twilio_status)
+            .service(http::resend_webhook)
+            .service(http::health)
+            .service(http::status)
+            .service(http::version);
+    }
+
+    /// Healthy when the message log can be read; the detail names the configured channels.
+    async fn health(&self) -> ModuleHealth {
+        let config = self.service.config();
+        let configured: Vec<&str> = Channel::ALL
+            .into_iter()
+            .filter(|c| config.missing(*c).is_none())
+            .map(Channel::as_str)
+            .collect();
+        let channels = if configured.is_empty() {
+            "no channel configured".to_owned()
+        } else {
+            format!("channels: {}", configured.join(", "))
+        };
+        match self.service.log_reachable().await {
+            Ok(messages) => ModuleHealth::healthy(format!(
+                "message log reachable ({messages} messages), {channels}"
+            )),
+            Err(e) => ModuleHealth::unhealthy(format!("message log unreachable: {e}")),
+        }
+    }
+
+    async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
+        match name {
+            cli::COMMAND => cli::run(&*self.service, matches).await,
+            other => Err(format!("the comms module has no command {other}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn migration_trees_are_mirrored() {
+        let names = |backend: &str| {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("../../migrations/{backend}/comms"));
+            let mut names: Vec<String> = std::fs::read_dir(dir)
+                .map(|entries| {
+                    entries
+                        .filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            names
+        };
+        let postgres = names("postgres");
+        assert!(!postgres.is_empty());
+        assert_eq!(postgres, names("sqlite"));
+    }
+}

@@ -1,0 +1,16 @@
+diesel::table! {
+    comms_messages (id) {
+        id -> BigInt,
+        channel -> Text,
+        provider -> Text,
+        recipients -> Text,
+        subject -> Nullable<Text>,
+        preview -> Nullable<Text>,
+        provider_id -> Nullable<Text>,
+        status -> Text,
+        error -> Nullable<Text>,
+        user_id -> Nullable<BigInt>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}

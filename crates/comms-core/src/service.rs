@@ -1,0 +1,691 @@
+//! The communications service: sends through the providers, keeps the message log, and applies
+//! the providers' signed delivery events to it.
+
+use std::sync::Arc;
+
+use chrono::{NaiveDateTime, Utc};
+use kernel::DbPool;
+use kernel::pagination::Page;
+
+use crate::config::CommsConfig;
+use crate::domain::{self, Channel};
+use crate::error::CommsError;
+use crate::providers::{
+    EmailProvider, EmailTag, OutgoingCall, OutgoingEmail, OutgoingSms, ProviderError,
+    TelephonyProvider,
+};
+use crate::store::{self, MessageFilter, MessageRow, NewMessageRow};
+use crate::webhooks::{self, SvixRefusal};
+
+/// The path of Twilio's status callbacks under the module's mount point.
+pub const TWILIO_CALLBACK_PATH: &str = "/api/v1/comms/webhooks/twilio/status";
+
+/// An email to send, as the client gave it (checked by the service).
+#[derive(Debug, Clone, Default)]
+pub struct EmailRequest {
+    pub to: Vec<String>,
+    pub subject: Option<String>,
+    pub text: Option<String>,
+    pub html: Option<String>,
+    pub from_email: Option<String>,
+    pub cc: Vec<String>,
+    pub bcc: Vec<String>,
+    pub reply_to: Vec<String>,
+    /// (name, value)
+    pub tags: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SmsRequest {
+    pub to: Option<String>,
+    pub body: Option<String>,
+    pub from_number: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct CallRequest {
+    pub to: Option<String>,
+    pub twiml_url: Option<String>,
+    pub from_number: Option<String>,
+    pub timeout: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmailReceipt {
+    pub id: String,
+    pub to: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmsReceipt {
+    pub sid: String,
+    pub to: String,
+    pub segments: u32,
+    /// Twilio's own status (`queued`, or `accepted` through a messaging service).
+    pub provider_status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallReceipt {
+    pub sid: String,
+    pub to: String,
+    pub status: String,
+}
+
+/// A message of the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub id: i64,
+    pub channel: Channel,
+    pub provider: String,
+    pub recipients: Vec<String>,
+    pub subject: Option<String>,
+    pub preview: Option<String>,
+    pub provider_id: Option<String>,
+    pub status: String,
+    pub error: Option<String>,
+    pub user_id: Option<i64>,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+}
+
+/// Whose messages a caller may read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Viewer {
+    /// Every message: an administrator, the CLI, or a deployment without the auth module.
+    All,
+    /// The messages this user sent.
+    User(i64),
+}
+
+/// Filters of the message list.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub channel: Option<Channel>,
+    pub status: Option<String>,
+}
+
+/// What a signed delivery event did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventOutcome {
+    /// The message moved to a later status.
+    Applied,
+    /// Nothing changed: an unknown message, a status not later than the stored one (a replay, a
+    /// late event), or an event kind the log does not track.
+    Ignored,
+}
+
+#[async_trait::async_trait]
+pub trait CommsService: Send + Sync {
+    async fn send_email(
+        &self,
+        sender: Option<i64>,
+        request: EmailRequest,
+    ) -> Result<EmailReceipt, CommsError>;
+    async fn send_sms(
+        &self,
+        sender: Option<i64>,
+        request: SmsRequest,
+    ) -> Result<SmsReceipt, CommsError>;
+    async fn make_call(
+        &self,
+        sender: Option<i64>,
+        request: CallRequest,
+    ) -> Result<CallReceipt, CommsError>;
+    async fn messages(
+        &self,
+        viewer: Viewer,
+        filter: ListFilter,
+        page: Page,
+    ) -> Result<(Vec<Message>, i64), CommsError>;
+    /// A message of the log; another user's is `NotFound`.
+    async fn message(&self, viewer: Viewer, id: i64) -> Result<Message, CommsError>;
+    /// A Twilio status callback: `url` is the URL Twilio called (path and query), `params` its
+    /// form fields in order.
+    async fn twilio_status(
+        &self,
+        path_and_query: &str,
+        params: Vec<(String, String)>,
+        signature: Option<&str>,
+    ) -> Result<EventOutcome, CommsError>;
+    /// A Resend event with its Svix headers (id, timestamp, signatures) and raw body.
+    async fn resend_event(
+        &self,
+        svix: [Option<&str>; 3],
+        body: &[u8],
+    ) -> Result<EventOutcome, CommsError>;
+    /// The settings in force.
+    fn config(&self) -> &CommsConfig;
+    /// Whether the message log can be read.
+    async fn log_reachable(&self) -> Result<i64, CommsError>;
+}
+
+pub(crate) struct CommsServiceImpl {
+    pool: DbPool,
+    config: CommsConfig,
+    email: Arc<dyn EmailProvider>,
+    telephony: Arc<dyn TelephonyProvider>,
+}
+
+impl CommsServiceImpl {
+    pub(crate) fn new(
+        pool: DbPool,
+        config: CommsConfig,
+        email: Arc<dyn EmailProvider>,
+        telephony: Arc<dyn TelephonyProvider>,
+    ) -> Self {
+        CommsServiceImpl {
+            pool,
+            config,
+            email,
+            telephony,
+        }
+    }
+
+    fn require(&self, channel: Channel) -> Result<(), CommsError> {
+        match self.config.missing(channel) {
+            Some(setting) => Err(CommsError::NotConfigured { channel, setting }),
+            None => Ok(()),
+        }
+    }
+
+    /// Where Twilio posts status callbacks, when the service knows its public address.
+    fn status_callback(&self) -> Option<String> {
+        self.config
+            .public_base_url
+            .as_ref()
+            .map(|base| format!("{base}{TWILIO_CALLBACK_PATH}"))
+    }
+
+    /// Records a send that reached the provider. The send has happened by now, so a failure to
+    /// record it is logged rather than answered (a retry would send it twice).
+    async fn record(&self, entry: LogEntry<'_>, outcome: Result<(&str, &str), &ProviderError>) {
+        let recipients = serde_json::to_string(entry.recipients).unwrap_or_else(|_| "[]".into());
+        let now = now();
+        let (provider_id, status, error) = match outcome {
+            Ok((id, status)) => (Some(id), status, None),
+            Err(e) => (None, "failed", Some(e.message.as_str())),
+        };
+        let row = NewMessageRow {
+            channel: entry.channel.as_str(),
+            provider: entry.channel.provider(),
+            recipients: &recipients,
+            subject: entry.subject,
+            preview: entry.preview.as_deref(),
+            provider_id,
+            status,
+            error,
+            user_id: entry.sender,
+            created_at: now,
+            updated_at: now,
+        };
+        let stored = async {
+            let mut pooled = self.pool.get().await?;
+            store::insert(&mut pooled.conn(), &row).await?;
+            Ok::<_, CommsError>(())
+        }
+        .await;
+        if let Err(e) = stored {
+            tracing::error!(channel = entry.channel.as_str(), provider_id, error = %e,
+                "the send is not in the message log");
+        }
+    }
+
+    /// Applies a delivery status to the logged message the provider knows as `provider_id`.
+    async fn advance(
+        &self,
+        provider: &str,
+        provider_id: &str,
+        status: &str,
+        error: Option<&str>,
+    ) -> Result<EventOutcome, CommsError> {
+        let below = domain::statuses_below(status);
+        if below.is_empty() {
+            return Ok(EventOutcome::Ignored);
+        }
+        let mut pooled = self.pool.get().await?;
+        let changed = store::advance(
+            &mut pooled.conn(),
+            provider,
+            provider_id,
+            status,
+            &below,
+            error,
+            now(),
+        )
+        .await?;
+        Ok(if changed > 0 {
+            EventOutcome::Applied
+        } else {
+            EventOutcome::Ignored
+        })
+    }
+}
+
+struct LogEntry<'a> {
+    channel: Channel,
+    sender: Option<i64>,
+    recipients: &'a [String],
+    subject: Option<&'a str>,
+    preview: Option<String>,
+}
+
+fn now() -> NaiveDateTime {
+    kernel::time::now()
+}
+
+fn required(field: &str, value: Option<String>) -> Result<String, CommsError> {
+    value
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| CommsError::Invalid(format!("Field required: {field}")))
+}
+
+fn check_all(values: &[String], check: fn(&str) -> Result<(), String>) -> Result<(), CommsError> {
+    values
+        .iter()
+        .try_for_each(|v| check(v.trim()))
+        .map_err(CommsError::Invalid)
+}
+
+/// Checks an email against the contract's rules, in the order a client would fix them.
+fn check_email(request: &EmailRequest) -> Result<(), CommsError> {
+    if request.to.is_empty() {
+        return Err(CommsError::Invalid("Field required: to".into()));
+    }
+    if request.to.len() > domain::MAX_RECIPIENTS {
+        return Err(CommsError::Invalid(format!(
+            "Too many recipients: {} (max {})",
+            request.to.len(),
+            domain::MAX_RECIPIENTS
+        )));
+    }
+    check_all(&request.to, domain::check_address)?;
+    check_all(&request.cc, domain::check_address)?;
+    check_all(&request.bcc, domain::check_address)?;
+    check_all(&request.reply_to, domain::check_address)?;
+    let subject = request.subject.as_deref().unwrap_or("");
+    if subject.trim().is_empty() {
+        return Err(CommsError::Invalid("Field required: subject".into()));
+    }
+    let length = subject.chars().count();
+    if length > domain::MAX_SUBJECT_CHARS {
+        return Err(CommsError::Invalid(format!(
+            "Subject too long: {length} characters (max {})",
+            domain::MAX_SUBJECT_CHARS
+        )));
+    }
+    let has = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.trim().is_empty());
+    if !has(&request.text) && !has(&request.html) {
+        return Err(CommsError::Invalid(
+            "Either text or html content is required".into(),
+        ));
+    }
+    if let Some(from) = &request.from_email {
+        domain::check_sender(from).map_err(CommsError::Invalid)?;
+    }
+    for (name, value) in &request.tags {
+        domain::check_tag_part("name", name).map_err(CommsError::Invalid)?;
+        domain::check_tag_part("value", value).map_err(CommsError::Invalid)?;
+    }
+    Ok(())
+}
+
+fn check_body(body: &str) -> Result<(), CommsError> {
+    let length = body.chars().count();
+    if length > domain::MAX_SMS_CHARS {
+        return Err(CommsError::Invalid(format!(
+            "Message too long: {length} characters (max {})",
+            domain::MAX_SMS_CHARS
+        )));
+    }
+    Ok(())
+}
+
+fn trimmed(values: Vec<String>) -> Vec<String> {
+    values.into_iter().map(|v| v.trim().to_owned()).collect()
+}
+
+impl From<MessageRow> for Message {
+    fn from(row: MessageRow) -> Self {
+        Message {
+            id: row.id,
+            channel: Channel::parse(&row.channel).unwrap_or(Channel::Email),
+            provider: row.provider,
+            recipients: serde_json::from_str(&row.recipients).unwrap_or_default(),
+            subject: row.subject,
+            preview: row.preview,
+            provider_id: row.provider_id,
+            status: row.status,
+            error: row.error,
+            user_id: row.user_id,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CommsService for CommsServiceImpl {
+    async fn send_email(
+        &self,
+        sender: Option<i64>,
+        request: EmailRequest,
+    ) -> Result<EmailReceipt, CommsError> {
+        check_email(&request)?;
+        self.require(Channel::Email)?;
+        let from = request
+            .from_email
+            .clone()
+            .or_else(|| self.config.resend_from_email.clone())
+            .unwrap_or_default();
+        let to = trimmed(request.to);
+        let email = OutgoingEmail {
+            from,
+            to: to.clone(),
+            subject: request.subject.unwrap_or_default(),
+            text: request.text.filter(|t| !t.trim().is_empty()),
+            html: request.html.filter(|h| !h.trim().is_empty()),
+            cc: trimmed(request.cc),
+            bcc: trimmed(request.bcc),
+            reply_to: trimmed(request.reply_to),
+            tags: request
+                .tags
+                .into_iter()
+                .map(|(name, value)| EmailTag { name, value })
+                .collect(),
+        };
+        let result = self.email.send(&email).await;
+        let entry = LogEntry {
+            channel: Channel::Email,
+            sender,
+            recipients: &to,
+            subject: Some(&email.subject),
+            preview: email
+                .text
+                .as_deref()
+                .or(email.html.as_deref())
+                .map(domain::preview),
+        };
+        self.record(entry, result.as_ref().map(|id| (id.as_str(), "sent")))
+            .await;
+        match result {
+            Ok(id) => Ok(EmailReceipt { id, to }),
+            Err(e) => Err(CommsError::Provider {
+                channel: Channel::Email,
+                message: e.message,
+            }),
+        }
+    }
+
+    async fn send_sms(
+        &self,
+        sender: Option<i64>,
+        request: SmsRequest,
+    ) -> Result<SmsReceipt, CommsError> {
+        let to = required("to", request.to)?.trim().to_owned();
+        domain::check_phone(&to).map_err(CommsError::Invalid)?;
+        let body = request
+            .body
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| CommsError::Invalid("Field required: body".into()))?;
+        check_body(&body)?;
+        let from_number = request.from_number.map(|f| f.trim().to_owned());
+        if let Some(from) = &from_number {
+            domain::check_phone(from).map_err(CommsError::Invalid)?;
+        }
+        self.require(Channel::Sms)?;
+        let sms = OutgoingSms {
+            to: to.clone(),
+            from: from_number.or_else(|| self.config.twilio_phone_number.clone()),
+            messaging_service_sid: self.config.twilio_messaging_service_sid.clone(),
+            body,
+            status_callback: self.status_callback(),
+        };
+        let result = self.telephony.send_sms(&sms).await;
+        let recipients = [to.clone()];
+        let entry = LogEntry {
+            channel: Channel::Sms,
+            sender,
+            recipients: &recipients,
+            subject: None,
+            preview: Some(domain::preview(&sms.body)),
+        };
+        self.record(
+            entry,
+            result.as_ref().map(|r| (r.id.as_str(), r.status.as_str())),
+        )
+        .await;
+        match result {
+            Ok(receipt) => Ok(SmsReceipt {
+                sid: receipt.id,
+                to,
+                segments: domain::sms_segments(&sms.body),
+                provider_status: receipt.status,
+            }),
+            Err(e) => Err(CommsError::Provider {
+                channel: Channel::Sms,
+                message: e.message,
+            }),
+        }
+    }
+
+    async fn make_call(
+        &self,
+        sender: Option<i64>,
+        request: CallRequest,
+    ) -> Result<CallReceipt, CommsError> {
+        let to = required("to", request.to)?.trim().to_owned();
+        domain::check_phone(&to).map_err(CommsError::Invalid)?;
+        let twiml_url = required("twiml_url", request.twiml_url)?.trim().to_owned();
+        domain::check_twiml_url(&twiml_url).map_err(CommsError::Invalid)?;
+        let from_number = request.from_number.map(|f| f.trim().to_owned());
+        if let Some(from) = &from_number {
+            domain::check_phone(from).map_err(CommsError::Invalid)?;
+        }
+        let timeout = match request.timeout {
+            None => domain::DEFAULT_CALL_TIMEOUT,
+            Some(t) => u32::try_from(t)
+                .ok()
+                .filter(|t| domain::CALL_TIMEOUT_RANGE.contains(t))
+                .ok_or_else(|| {
+                    CommsError::Invalid(format!(
+                        "Invalid timeout: {t} (from {} to {} seconds)",
+                        domain::CALL_TIMEOUT_RANGE.start(),
+                        domain::CALL_TIMEOUT_RANGE.end()
+                    ))
+                })?,
+        };
+        self.require(Channel::Voice)?;
+        let call = OutgoingCall {
+            to: to.clone(),
+            from: from_number
+                .or_else(|| self.config.twilio_phone_number.clone())
+                .unwrap_or_default(),
+            twiml_url,
+            timeout,
+            status_callback: self.status_callback(),
+        };
+        let result = self.telephony.make_call(&call).await;
+        let recipients = [to.clone()];
+        let entry = LogEntry {
+            channel: Channel::Voice,
+            sender,
+            recipients: &recipients,
+            subject: None,
+            preview: Some(domain::preview(&call.twiml_url)),
+        };
+        self.record(
+            entry,
+            result.as_ref().map(|r| (r.id.as_str(), r.status.as_str())),
+        )
+        .await;
+        match result {
+            Ok(receipt) => Ok(CallReceipt {
+                sid: receipt.id,
+                to,
+                status: receipt.status,
+            }),
+            Err(e) => Err(CommsError::Provider {
+                channel: Channel::Voice,
+                message: e.message,
+            }),
+        }
+    }
+
+    async fn messages(
+        &self,
+        viewer: Viewer,
+        filter: ListFilter,
+        page: Page,
+    ) -> Result<(Vec<Message>, i64), CommsError> {
+        let store_filter = MessageFilter {
+            channel: filter.channel.map(Channel::as_str),
+            status: filter.status.as_deref(),
+            user_id: match viewer {
+                Viewer::All => None,
+                Viewer::User(id) => Some(id),
+            },
+        };
+        let mut pooled = self.pool.get().await?;
+        let (rows, total) = store::list(
+            &mut pooled.conn(),
+            store_filter,
+            page.offset(),
+            page.limit(),
+        )
+        .await?;
+        Ok((rows.into_iter().map(Message::from).collect(), total))
+    }
+
+    async fn message(&self, viewer: Viewer, id: i64) -> Result<Message, CommsError> {
+        let mut pooled = self.pool.get().await?;
+        let row = store::find(&mut pooled.conn(), id)
+            .await?
+            .ok_or(CommsError::NotFound)?;
+        match viewer {
+            Viewer::User(user) if row.user_id != Some(user) => Err(CommsError::NotFound),
+            _ => Ok(row.into()),
+        }
+    }
+
+    async fn twilio_status(
+        &self,
+        path_and_query: &str,
+        params: Vec<(String, String)>,
+        signature: Option<&str>,
+    ) -> Result<EventOutcome, CommsError> {
+        let not_configured = |setting| CommsError::WebhookNotConfigured {
+            provider: "Twilio",
+            setting,
+        };
+        let token = self
+            .config
+            .twilio_auth_token
+            .as_deref()
+            .ok_or_else(|| not_configured("TWILIO_AUTH_TOKEN"))?;
+        let base = self
+            .config
+            .public_base_url
+            .as_deref()
+            .ok_or_else(|| not_configured("PUBLIC_BASE_URL"))?;
+        let url = format!("{base}{path_and_query}");
+        let signature = signature.ok_or(CommsError::BadSignature)?;
+        if !webhooks::twilio_valid(token, &url, &params, signature) {
+            return Err(CommsError::BadSignature);
+        }
+        let field = |name: &str| {
+            params
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let sid = field("MessageSid").or_else(|| field("CallSid"));
+        let status = field("MessageStatus")
+            .or_else(|| field("SmsStatus"))
+            .or_else(|| field("CallStatus"));
+        let (Some(sid), Some(status)) = (sid, status) else {
+            return Ok(EventOutcome::Ignored);
+        };
+        let error = match (field("ErrorCode"), field("ErrorMessage")) {
+            (Some(code), Some(message)) => Some(format!("{code}: {message}")),
+            (Some(code), None) => Some(format!("Twilio error {code}")),
+            (None, Some(message)) => Some(message.to_owned()),
+            (None, None) => None,
+        };
+        self.advance("twilio", sid, status, error.as_deref()).await
+    }
+
+    async fn resend_event(
+        &self,
+        svix: [Option<&str>; 3],
+        body: &[u8],
+    ) -> Result<EventOutcome, CommsError> {
+        let key = self
+            .config
+            .resend_webhook_secret
+            .as_deref()
+            .and_then(webhooks::svix_key)
+            .ok_or(CommsError::WebhookNotConfigured {
+                provider: "Resend",
+                setting: "RESEND_WEBHOOK_SECRET",
+            })?;
+        let [id, timestamp, signatures] = svix;
+        match webhooks::svix_verify(
+            &key,
+            id,
+            timestamp,
+            signatures,
+            body,
+            Utc::now().timestamp(),
+        ) {
+            Ok(()) => {}
+            Err(SvixRefusal::MissingHeaders | SvixRefusal::Stale | SvixRefusal::BadSignature) => {
+                return Err(CommsError::BadSignature);
+            }
+        }
+        let event: ResendEvent =
+            serde_json::from_slice(body).map_err(|e| CommsError::BadPayload(e.to_string()))?;
+        let status = match event.kind.as_str() {
+            "email.sent" => "sent",
+            "email.delivered" => "delivered",
+            "email.delivery_delayed" => "delivery_delayed",
+            "email.bounced" => "bounced",
+            "email.complained" => "complained",
+            _ => return Ok(EventOutcome::Ignored),
+        };
+        let Some(email_id) = event.data.email_id else {
+            return Ok(EventOutcome::Ignored);
+        };
+        let error = event.data.bounce.and_then(|b| b.message);
+        self.advance("resend", &email_id, status, error.as_deref())
+            .await
+    }
+
+    fn config(&self) -> &CommsConfig {
+        &self.config
+    }
+
+    async fn log_reachable(&self) -> Result<i64, CommsError> {
+        let mut pooled = self.pool.get().await?;
+        Ok(store::count(&mut pooled.conn()).await?)
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ResendEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    data: ResendEventData,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ResendEventData {
+    email_id: Option<String>,
+    bounce: Option<ResendBounce>,
+}
+
+#[derive(serde::Deserialize)]
+struct ResendBounce {
+    message: Option<String>,
+}
