@@ -25,6 +25,7 @@ bench pg="":
     bash bench/auth.sh {{pg}}
     bash bench/blog.sh {{pg}}
     bash bench/reads.sh {{pg}}
+    bash bench/comms.sh
 
 # The provider simulator for local demos.
 sim:

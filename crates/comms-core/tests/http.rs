@@ -63,14 +63,26 @@ async fn start_with(
     auth: bool,
     adjust: impl FnOnce(&mut CommsConfig, &SimHandle),
 ) -> Ctx {
+    start_sim(db, auth, false, adjust).await
+}
+
+/// With `live`, the simulator delivers its own Resend events and Twilio callbacks to the server
+/// shortly after each send; otherwise only when a test asks (they would race the tests' own).
+async fn start_sim(
+    db: TestDb,
+    auth: bool,
+    live: bool,
+    adjust: impl FnOnce(&mut CommsConfig, &SimHandle),
+) -> Ctx {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let sim = ProviderSim::start(SimConfig {
-        // The simulator's own delivery callbacks would race the tests' explicit ones.
-        callback_delay: Duration::from_secs(3600),
+        callback_delay: Duration::from_millis(if live { 20 } else { 3_600_000 }),
+        resend_webhook_url: live.then(|| format!("{base}/api/v1/comms/webhooks/resend")),
+        resend_webhook_secret: webhook_secret(),
         ..SimConfig::default()
     })
     .unwrap();
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
-    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let mut config = CommsConfig {
         resend_api_key: Some(sim.config().resend_api_key.clone()),
         resend_from_email: Some("Keel <noreply@example.com>".into()),
@@ -209,6 +221,7 @@ kernel::backend_tests! {
     resend_events_move_the_log_forward_only,
     sends_need_an_active_user_and_the_log_is_per_user,
     health_status_and_version_follow_the_contract,
+    the_simulators_own_deliveries_are_accepted,
 }
 
 async fn every_validation_rule_answers_400_with_its_text(db: TestDb) {
@@ -800,4 +813,26 @@ async fn health_status_and_version_follow_the_contract(db: TestDb) {
             .unwrap()
             .contains(&json!("POST /comms/email/send"))
     );
+}
+
+/// The simulator's own, independently signed deliveries (Svix for Resend, Twilio's HMAC-SHA1)
+/// pass the module's verification and walk the log to `delivered`.
+async fn the_simulators_own_deliveries_are_accepted(db: TestDb) {
+    let c = start_sim(db, true, true, |_, _| {}).await;
+    let email = c.send_email().await;
+    let sms = c.send_sms("hello").await["sid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for id in [email, sms] {
+        let mut status = Value::Null;
+        for _ in 0..200 {
+            status = c.logged(&id).await["status"].clone();
+            if status == "delivered" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(status, "delivered", "{id}: {:?}", c.sim.deliveries());
+    }
 }
