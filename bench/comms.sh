@@ -23,7 +23,7 @@ summary() {
   --resend-webhook-url "http://127.0.0.1:$port/api/v1/comms/webhooks/resend" >"$work/sim.env" 2>/dev/null &
 pids+=($!)
 for _ in $(seq 1 100); do [ -s "$work/sim.env" ] && break; sleep 0.1; done
-while IFS= read -r line; do export "$line"; done <"$work/sim.env"
+set -a; . "$work/sim.env"; set +a   # values are quoted where a shell needs it
 KEEL_MODULES=comms DATABASE_URL="sqlite://$work/comms.db" PORT=$port HTTP_WORKERS=2 RUST_LOG=warn \
   PUBLIC_BASE_URL="http://127.0.0.1:$port" COMMS_TIMEOUT_SECONDS=15 "$target/release/keel" serve >"$work/keel.log" 2>&1 &
 pids+=($!)

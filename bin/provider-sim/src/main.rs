@@ -66,11 +66,24 @@ async fn main() -> ExitCode {
     );
     eprintln!("  settings for Keel (stdout):");
     for (key, value) in sim.settings() {
-        println!("{key}={value}");
+        println!("{key}={}", env_value(&value));
     }
     if let Err(e) = tokio::signal::ctrl_c().await {
         eprintln!("provider-sim: {e}");
     }
     sim.stop().await;
     ExitCode::SUCCESS
+}
+
+/// A value as a `.env` line and a shell both read it: double-quoted when it holds anything but
+/// plain characters (the sender `Keel <noreply@example.com>` does).
+fn env_value(value: &str) -> String {
+    let plain = value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_-.:/@+%,=".contains(c));
+    if plain {
+        value.to_owned()
+    } else {
+        format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
+    }
 }

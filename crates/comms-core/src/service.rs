@@ -287,8 +287,22 @@ fn check_all(values: &[String], check: fn(&str) -> Result<(), String>) -> Result
         .map_err(CommsError::Invalid)
 }
 
+/// Refuses a NUL character, which no provider delivers and PostgreSQL cannot store.
+fn check_no_nul(field: &str, value: Option<&str>) -> Result<(), CommsError> {
+    match value {
+        Some(v) if v.contains('\0') => Err(CommsError::Invalid(format!(
+            "Invalid {field}: it contains a NUL character"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Checks an email against the contract's rules, in the order a client would fix them.
 fn check_email(request: &EmailRequest) -> Result<(), CommsError> {
+    check_no_nul("subject", request.subject.as_deref())?;
+    check_no_nul("text", request.text.as_deref())?;
+    check_no_nul("html", request.html.as_deref())?;
+    check_no_nul("from_email", request.from_email.as_deref())?;
     if request.to.is_empty() {
         return Err(CommsError::Invalid("Field required: to".into()));
     }
@@ -428,6 +442,7 @@ impl CommsService for CommsServiceImpl {
             .body
             .filter(|b| !b.is_empty())
             .ok_or_else(|| CommsError::Invalid("Field required: body".into()))?;
+        check_no_nul("body", Some(&body))?;
         check_body(&body)?;
         let from_number = request.from_number.map(|f| f.trim().to_owned());
         if let Some(from) = &from_number {

@@ -279,6 +279,26 @@ async fn every_validation_rule_answers_400_with_its_text(db: TestDb) {
             "Invalid email address: Keel <nope>",
         ),
         (
+            "/email/send",
+            json!({"to": ["a@example.com"], "subject": "a\u{0}b", "text": "t"}),
+            "Invalid subject: it contains a NUL character",
+        ),
+        (
+            "/email/send",
+            json!({"to": ["a@example.com"], "subject": "s", "html": "<p>\u{0}</p>"}),
+            "Invalid html: it contains a NUL character",
+        ),
+        (
+            "/email/send",
+            json!({"to": ["a\u{0}@example.com"], "subject": "s", "text": "t"}),
+            "Invalid email address: a\u{0}@example.com",
+        ),
+        (
+            "/sms/send",
+            json!({"to": "+15005550006", "body": "a\u{0}"}),
+            "Invalid body: it contains a NUL character",
+        ),
+        (
             "/sms/send",
             json!({"to": "5550006", "body": "hi"}),
             "Invalid phone number: 5550006",
@@ -533,6 +553,18 @@ async fn provider_failures_are_502_with_the_providers_message(db: TestDb) {
         body["detail"],
         "SMS provider error: The 'To' number +15005550001 is not a valid phone number."
     );
+    // A provider that answers 200 with a body that is not its JSON.
+    c.sim
+        .push_fault(Provider::Resend, Fault::action(FaultAction::Malformed));
+    let (code, body) = c.post("/email/send", Some(USER), email.clone()).await;
+    assert_eq!(code, 502, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("Email provider error: unexpected answer"),
+        "{body}"
+    );
     // A provider that hangs past COMMS_TIMEOUT_SECONDS (2 s here).
     c.sim
         .push_fault(Provider::Twilio, Fault::action(FaultAction::Stall));
@@ -547,8 +579,8 @@ async fn provider_failures_are_502_with_the_providers_message(db: TestDb) {
     let (_, log) = c
         .get("/messages?channel=email&status=failed", Some(ADMIN))
         .await;
-    assert_eq!(log["total"], 4);
-    assert_eq!(log["messages"][0]["error"], "refused with 500");
+    assert_eq!(log["total"], 5);
+    assert_eq!(log["messages"][1]["error"], "refused with 500");
     drop(c);
     // A host that cannot be reached.
     let closed = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
