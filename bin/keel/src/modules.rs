@@ -15,6 +15,8 @@ pub fn compiled() -> Vec<ModuleEntry> {
         kernel::module::entry::<tasks_core::TasksModule>(),
         #[cfg(feature = "comms")]
         kernel::module::entry::<comms_core::CommsModule>(),
+        #[cfg(feature = "ai")]
+        kernel::module::entry::<ai_core::AiModule>(),
     ]
 }
 

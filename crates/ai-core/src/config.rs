@@ -1,0 +1,263 @@
+//! Settings of the AI module and the catalog of providers it speaks to.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kernel::ConfigError;
+use kernel::config::{flag, parse, parse_in_range, var};
+
+use crate::providers::Dialect;
+
+/// A provider this module can talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProviderSpec {
+    /// Its name in `AI_PROVIDER`.
+    pub name: &'static str,
+    pub dialect: Dialect,
+    pub default_base_url: &'static str,
+    pub default_model: &'static str,
+    /// The setting holding its key; `None` for providers that need none.
+    pub key_setting: Option<&'static str>,
+    /// The setting overriding its base URL.
+    pub base_setting: &'static str,
+}
+
+/// Every provider, the spec's six `providers_supported` first, then `ollama` (local, no key).
+pub const PROVIDERS: [ProviderSpec; 8] = [
+    ProviderSpec {
+        name: "public",
+        dialect: Dialect::OpenAi,
+        default_base_url: "https://api.llm7.io/v1",
+        default_model: "gpt-4o-mini",
+        key_setting: None,
+        // Not `PUBLIC_BASE_URL`: that one is the service's own public address (comms' callbacks).
+        base_setting: "PUBLIC_AI_BASE_URL",
+    },
+    ProviderSpec {
+        name: "openai",
+        dialect: Dialect::OpenAi,
+        default_base_url: "https://api.openai.com/v1",
+        default_model: "gpt-4o-mini",
+        key_setting: Some("OPENAI_API_KEY"),
+        base_setting: "OPENAI_BASE_URL",
+    },
+    ProviderSpec {
+        name: "anthropic",
+        dialect: Dialect::Anthropic,
+        default_base_url: "https://api.anthropic.com/v1",
+        default_model: "claude-3-5-haiku-latest",
+        key_setting: Some("ANTHROPIC_API_KEY"),
+        base_setting: "ANTHROPIC_BASE_URL",
+    },
+    ProviderSpec {
+        name: "google",
+        dialect: Dialect::Gemini,
+        default_base_url: "https://generativelanguage.googleapis.com/v1beta",
+        default_model: "gemini-2.0-flash",
+        key_setting: Some("GOOGLE_API_KEY"),
+        base_setting: "GOOGLE_BASE_URL",
+    },
+    ProviderSpec {
+        name: "groq",
+        dialect: Dialect::OpenAi,
+        default_base_url: "https://api.groq.com/openai/v1",
+        default_model: "llama-3.1-8b-instant",
+        key_setting: Some("GROQ_API_KEY"),
+        base_setting: "GROQ_BASE_URL",
+    },
+    ProviderSpec {
+        name: "mistral",
+        dialect: Dialect::OpenAi,
+        default_base_url: "https://api.mistral.ai/v1",
+        default_model: "mistral-small-latest",
+        key_setting: Some("MISTRAL_API_KEY"),
+        base_setting: "MISTRAL_BASE_URL",
+    },
+    ProviderSpec {
+        name: "cohere",
+        dialect: Dialect::Cohere,
+        default_base_url: "https://api.cohere.com/v2",
+        default_model: "command-r-08-2024",
+        key_setting: Some("COHERE_API_KEY"),
+        base_setting: "COHERE_BASE_URL",
+    },
+    ProviderSpec {
+        name: "ollama",
+        dialect: Dialect::OpenAi,
+        default_base_url: "http://localhost:11434/v1",
+        default_model: "llama3.2",
+        key_setting: None,
+        base_setting: "OLLAMA_BASE_URL",
+    },
+];
+
+/// The provider named `name` (case-insensitive).
+pub fn provider(name: &str) -> Option<&'static ProviderSpec> {
+    PROVIDERS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
+}
+
+/// Where conversations are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreChoice {
+    /// In this process (the spec's default): lost on restart, not shared.
+    Memory,
+    /// In the database: shared by every instance, kept across restarts.
+    Database,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AiConfig {
+    /// `AI_ENABLED` (default true).
+    pub enabled: bool,
+    /// `AI_PROVIDER` (default `public`).
+    pub provider: &'static ProviderSpec,
+    /// `AI_MODEL` (default: the provider's).
+    pub model: Option<String>,
+    /// `AI_TEMPERATURE` (0.7).
+    pub temperature: f32,
+    /// `AI_MAX_TOKENS` (1000).
+    pub max_tokens: u32,
+    /// `AI_SYSTEM_PROMPT`.
+    pub system_prompt: Option<String>,
+    /// `AI_CONTEXT_MESSAGES` (10): earlier messages sent as context.
+    pub context_messages: usize,
+    /// `AI_TIMEOUT_SECONDS` (60).
+    pub timeout: Duration,
+    /// `AI_MAX_MESSAGE_CHARS` (32000).
+    pub max_message_chars: usize,
+    /// `AI_CONVERSATION_TTL_HOURS` (24): idle conversations older than this are forgotten.
+    pub conversation_ttl: Duration,
+    /// `AI_MAX_CONVERSATIONS` (10000): kept in memory at most, least recently active evicted first.
+    pub max_conversations: usize,
+    /// `AI_CONVERSATION_STORE` (`memory`, or `database`).
+    pub store: StoreChoice,
+    /// `<PROVIDER>_API_KEY` of every provider that has one set.
+    pub api_keys: BTreeMap<&'static str, String>,
+    /// `<PROVIDER>_BASE_URL` overrides.
+    pub base_urls: BTreeMap<&'static str, String>,
+}
+
+impl Default for AiConfig {
+    fn default() -> Self {
+        AiConfig {
+            enabled: true,
+            provider: &PROVIDERS[0],
+            model: None,
+            temperature: 0.7,
+            max_tokens: 1000,
+            system_prompt: None,
+            context_messages: 10,
+            timeout: Duration::from_secs(60),
+            max_message_chars: 32_000,
+            conversation_ttl: Duration::from_secs(24 * 3600),
+            max_conversations: 10_000,
+            store: StoreChoice::Memory,
+            api_keys: BTreeMap::new(),
+            base_urls: BTreeMap::new(),
+        }
+    }
+}
+
+impl AiConfig {
+    /// The model in use.
+    pub fn model_for(&self, spec: &ProviderSpec) -> String {
+        match &self.model {
+            Some(model) if spec.name == self.provider.name => model.clone(),
+            _ => spec.default_model.to_owned(),
+        }
+    }
+
+    /// The base URL of a provider (its override, or its default).
+    pub fn base_url(&self, spec: &ProviderSpec) -> String {
+        self.base_urls
+            .get(spec.name)
+            .cloned()
+            .unwrap_or_else(|| spec.default_base_url.to_owned())
+    }
+
+    /// Why the provider cannot be used, as the 503 and the health report say it.
+    pub fn missing_key(&self, spec: &ProviderSpec) -> Option<String> {
+        let setting = spec.key_setting?;
+        (!self.api_keys.contains_key(spec.name))
+            .then(|| format!("Missing API key for {}. Set {setting}.", spec.name))
+    }
+}
+
+impl kernel::ModuleConfig for AiConfig {
+    fn from_env() -> Result<Self, ConfigError> {
+        let provider = match var("AI_PROVIDER") {
+            None => &PROVIDERS[0],
+            Some(name) => provider(&name).ok_or_else(|| {
+                let names: Vec<&str> = PROVIDERS.iter().map(|p| p.name).collect();
+                ConfigError::new(
+                    "AI_PROVIDER",
+                    format!("{name:?} is not one of {}", names.join(", ")),
+                )
+            })?,
+        };
+        let temperature: f32 = parse("AI_TEMPERATURE", 0.7)?;
+        if !(0.0..=2.0).contains(&temperature) {
+            return Err(ConfigError::new(
+                "AI_TEMPERATURE",
+                "must be between 0 and 2",
+            ));
+        }
+        let store = match var("AI_CONVERSATION_STORE").as_deref() {
+            None | Some("memory") => StoreChoice::Memory,
+            Some("database") => StoreChoice::Database,
+            Some(other) => {
+                return Err(ConfigError::new(
+                    "AI_CONVERSATION_STORE",
+                    format!("{other:?} is not memory or database"),
+                ));
+            }
+        };
+        let mut api_keys = BTreeMap::new();
+        let mut base_urls = BTreeMap::new();
+        for spec in &PROVIDERS {
+            if let Some(setting) = spec.key_setting
+                && let Some(key) = var(setting)
+            {
+                api_keys.insert(spec.name, key);
+            }
+            if let Some(url) = var(spec.base_setting) {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(ConfigError::new(
+                        spec.base_setting,
+                        format!("{url:?} is not an http(s) URL"),
+                    ));
+                }
+                base_urls.insert(spec.name, url);
+            }
+        }
+        // Gemini's settings are also known by the dialect's name.
+        if !api_keys.contains_key("google")
+            && let Some(key) = var("GEMINI_API_KEY")
+        {
+            api_keys.insert("google", key);
+        }
+        if !base_urls.contains_key("google")
+            && let Some(url) = var("GEMINI_BASE_URL")
+        {
+            base_urls.insert("google", url);
+        }
+        Ok(AiConfig {
+            enabled: flag("AI_ENABLED", true)?,
+            provider,
+            model: var("AI_MODEL"),
+            temperature,
+            max_tokens: parse_in_range("AI_MAX_TOKENS", 1000, 1..=1_000_000)?,
+            system_prompt: var("AI_SYSTEM_PROMPT"),
+            context_messages: parse_in_range("AI_CONTEXT_MESSAGES", 10, 0..=1000)?,
+            timeout: Duration::from_secs(parse_in_range("AI_TIMEOUT_SECONDS", 60, 1..=3600)?),
+            max_message_chars: parse_in_range("AI_MAX_MESSAGE_CHARS", 32_000, 1..=10_000_000)?,
+            conversation_ttl: Duration::from_secs(
+                parse_in_range("AI_CONVERSATION_TTL_HOURS", 24u64, 1..=24 * 365)? * 3600,
+            ),
+            max_conversations: parse_in_range("AI_MAX_CONVERSATIONS", 10_000, 1..=10_000_000)?,
+            store,
+            api_keys,
+            base_urls,
+        })
+    }
+}

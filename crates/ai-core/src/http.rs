@@ -1,0 +1,502 @@
+//! Handlers of `/ai` (also mounted at `/api/v1/ai`) and their bodies; the SSE stream.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{get, post, web};
+use actix_web_lab::sse;
+use futures_util::StreamExt;
+use kernel::ApiError;
+use kernel::Timestamp;
+use kernel::db::run_detached;
+use kernel::identity::OptionalUser;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::mpsc;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::config::PROVIDERS;
+use crate::providers::{Role, StreamItem};
+use crate::service::{AiService, DEFAULT_USER, Turn};
+use crate::store::{Conversation, ConversationHead};
+
+/// A comment line keeps idle streams open through proxies.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+pub struct AiState {
+    pub service: Arc<dyn AiService>,
+}
+
+/// A question. With a bearer token (when auth is mounted) the user comes from the token and
+/// `user_id` is ignored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+#[schema(as = ai::ChatRequest)]
+pub struct ChatBody {
+    /// 1 to `AI_MAX_MESSAGE_CHARS` characters.
+    pub message: Option<String>,
+    /// A conversation to continue (a UUID); absent or null starts one.
+    pub conversation_id: Option<String>,
+    /// Default `api-user`.
+    pub user_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = ai::ChatResponse)]
+pub struct ChatResponse {
+    pub message_id: String,
+    pub content: String,
+    pub conversation_id: String,
+    pub response_time_ms: f64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct StreamQuery {
+    pub message: Option<String>,
+    pub conversation_id: Option<String>,
+    pub user_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Default `api-user` (ignored with a bearer token).
+    pub user_id: Option<String>,
+    /// 1 to 1000, default 50.
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct UserQuery {
+    /// Default `api-user` (ignored with a bearer token).
+    pub user_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = ai::ConversationSummary)]
+pub struct ConversationSummary {
+    pub id: String,
+    pub title: String,
+    pub message_count: i64,
+    pub last_activity: Timestamp,
+    pub provider: String,
+    pub model: String,
+}
+
+impl From<ConversationHead> for ConversationSummary {
+    fn from(h: ConversationHead) -> Self {
+        ConversationSummary {
+            id: h.id,
+            title: h.title,
+            message_count: h.message_count,
+            last_activity: Timestamp(h.updated_at),
+            provider: h.provider,
+            model: h.model,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = ai::Message)]
+pub struct MessageBody {
+    pub id: String,
+    /// `user` or `assistant`.
+    pub role: String,
+    pub content: String,
+    pub timestamp: Timestamp,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = ai::ConversationMetadata)]
+pub struct ConversationMetadata {
+    pub user_id: String,
+    pub last_response_time_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = ai::ConversationDetail)]
+pub struct ConversationDetail {
+    pub id: String,
+    pub title: String,
+    pub provider: String,
+    pub model: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub message_count: i64,
+    pub messages: Vec<MessageBody>,
+    pub metadata: ConversationMetadata,
+}
+
+impl From<Conversation> for ConversationDetail {
+    fn from(c: Conversation) -> Self {
+        let h = c.head;
+        ConversationDetail {
+            id: h.id,
+            title: h.title,
+            provider: h.provider,
+            model: h.model,
+            created_at: Timestamp(h.created_at),
+            updated_at: Timestamp(h.updated_at),
+            message_count: h.message_count,
+            messages: c
+                .messages
+                .into_iter()
+                .map(|m| MessageBody {
+                    id: m.id,
+                    role: match m.role {
+                        Role::User => "user",
+                        Role::Assistant => "assistant",
+                    }
+                    .to_owned(),
+                    content: m.content,
+                    timestamp: Timestamp(m.timestamp),
+                })
+                .collect(),
+            metadata: ConversationMetadata {
+                user_id: h.user_id,
+                last_response_time_ms: h.last_response_time_ms,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = ai::HealthResponse)]
+pub struct HealthResponse {
+    pub service: String,
+    /// `healthy`, `unhealthy` (disabled or misconfigured) or `error` (conversations unreadable).
+    pub status: String,
+    pub enabled: bool,
+    pub provider: String,
+    pub model: String,
+    pub agent_ready: bool,
+    pub total_conversations: i64,
+    pub configuration_valid: bool,
+    pub validation_errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = ai::VersionResponse)]
+pub struct VersionResponse {
+    pub service: String,
+    pub engine: String,
+    pub version: String,
+    pub features: Vec<String>,
+    pub providers_supported: Vec<String>,
+}
+
+/// The caller: the token's user when one is sent, else the `user_id` given, else `api-user`.
+fn caller(user: &OptionalUser, given: Option<String>) -> String {
+    match &user.0 {
+        Some(p) => p.user_id.to_string(),
+        None => given
+            .filter(|u| !u.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_USER.to_owned()),
+    }
+}
+
+async fn prepare(
+    state: &AiState,
+    user: String,
+    message: Option<String>,
+    conversation_id: Option<String>,
+) -> Result<Turn, ApiError> {
+    let service = state.service.clone();
+    run_detached(async move { service.prepare(&user, message, conversation_id).await }).await
+}
+
+#[utoipa::path(
+    tag = "ai",
+    request_body = ChatBody,
+    responses(
+        (status = 200, body = ChatResponse),
+        (status = 400, description = "Empty or oversized message, or a conversation_id that is not a UUID"),
+        (status = 401, description = "A bearer token that does not validate"),
+        (status = 403, description = "Access denied"),
+        (status = 404, description = "Conversation error: Conversation <id> not found"),
+        (status = 502, description = "AI provider error: <the provider's message>"),
+        (status = 503, description = "AI service error: <why>"),
+    )
+)]
+#[post("/chat")]
+pub async fn chat(
+    user: OptionalUser,
+    state: web::Data<AiState>,
+    body: web::Json<ChatBody>,
+) -> Result<web::Json<ChatResponse>, ApiError> {
+    let body = body.into_inner();
+    let turn = prepare(
+        &state,
+        caller(&user, body.user_id),
+        body.message,
+        body.conversation_id,
+    )
+    .await?;
+    let service = state.service.clone();
+    let reply = run_detached(async move { service.chat(turn).await }).await?;
+    Ok(web::Json(ChatResponse {
+        message_id: reply.message_id,
+        content: reply.content,
+        conversation_id: reply.conversation_id,
+        response_time_ms: reply.response_time_ms,
+    }))
+}
+
+#[utoipa::path(
+    tag = "ai",
+    request_body = ChatBody,
+    responses(
+        (status = 200, description = "Server-sent events: connect, chunk..., final, complete (or one error)", content_type = "text/event-stream"),
+        (status = 400, description = "Empty or oversized message, or a conversation_id that is not a UUID"),
+        (status = 401), (status = 403, description = "Access denied"),
+        (status = 404, description = "Conversation error: Conversation <id> not found"),
+        (status = 503, description = "AI service error: <why>"),
+    )
+)]
+#[post("/chat/stream")]
+pub async fn chat_stream(
+    user: OptionalUser,
+    state: web::Data<AiState>,
+    body: web::Json<ChatBody>,
+) -> Result<impl actix_web::Responder, ApiError> {
+    let body = body.into_inner();
+    let turn = prepare(
+        &state,
+        caller(&user, body.user_id),
+        body.message,
+        body.conversation_id,
+    )
+    .await?;
+    Ok(open(state.service.clone(), turn))
+}
+
+#[utoipa::path(
+    tag = "ai",
+    params(StreamQuery),
+    responses(
+        (status = 200, description = "Server-sent events, as POST /chat/stream", content_type = "text/event-stream"),
+        (status = 400), (status = 401), (status = 403, description = "Access denied"),
+        (status = 404), (status = 503),
+    )
+)]
+#[get("/chat/stream")]
+pub async fn chat_stream_get(
+    user: OptionalUser,
+    state: web::Data<AiState>,
+    query: web::Query<StreamQuery>,
+) -> Result<impl actix_web::Responder, ApiError> {
+    let query = query.into_inner();
+    let turn = prepare(
+        &state,
+        caller(&user, query.user_id),
+        query.message,
+        query.conversation_id,
+    )
+    .await?;
+    Ok(open(state.service.clone(), turn))
+}
+
+/// Starts the provider stream on a task of its own and answers its events as they come.
+fn open(service: Arc<dyn AiService>, turn: Turn) -> impl actix_web::Responder {
+    let (tx, rx) = mpsc::channel(32);
+    tokio::spawn(relay(service, turn, tx));
+    sse::Sse::from_infallible_receiver(rx).with_keep_alive(KEEP_ALIVE)
+}
+
+fn event(name: &str, data: serde_json::Value) -> sse::Event {
+    sse::Data::new(data.to_string()).event(name).into()
+}
+
+/// Relays the provider's stream as the spec's events. Returns as soon as the client is gone,
+/// which drops the provider stream and so closes the provider request.
+async fn relay(service: Arc<dyn AiService>, turn: Turn, tx: mpsc::Sender<sse::Event>) {
+    let send = |e: sse::Event| {
+        let tx = tx.clone();
+        async move { tx.send(e).await.is_ok() }
+    };
+    let fail = |detail: String| {
+        event(
+            "error",
+            json!({"error": detail.split(':').next().unwrap_or("error"), "detail": detail}),
+        )
+    };
+    if !send(event(
+        "connect",
+        json!({"status": "connected", "message": "Stream started"}),
+    ))
+    .await
+    {
+        return;
+    }
+    let mut stream = match service.open_stream(&turn).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            send(fail(e.to_string())).await;
+            return;
+        }
+    };
+    let ids = (turn.message_id.clone(), turn.conversation_id.clone());
+    let completion = loop {
+        let item = tokio::select! {
+            item = stream.next() => item,
+            () = tx.closed() => return,
+        };
+        match item {
+            Some(Ok(StreamItem::Delta(content))) => {
+                let chunk = json!({
+                    "content": content, "is_final": false, "is_delta": true,
+                    "message_id": ids.0, "conversation_id": ids.1,
+                    "timestamp": kernel::time::format(&kernel::time::now()),
+                });
+                if !send(event("chunk", chunk)).await {
+                    return;
+                }
+            }
+            Some(Ok(StreamItem::Final(completion))) => break completion,
+            Some(Err(e)) => {
+                send(fail(format!("AI provider error: {e}"))).await;
+                return;
+            }
+            None => {
+                send(fail(
+                    "AI provider error: the stream ended without a reply".to_owned(),
+                ))
+                .await;
+                return;
+            }
+        }
+    };
+    drop(stream);
+    let response_time_ms = turn.elapsed_ms();
+    let (provider, model) = (turn.provider.clone(), turn.model.clone());
+    let stored = {
+        let (service, completion) = (service.clone(), completion.clone());
+        kernel::db::spawn_unit(async move { service.finish(turn, &completion).await }).await
+    };
+    if let Err(e) = stored
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+    {
+        tracing::error!(error = %e, "a completed reply could not be stored");
+        send(fail(
+            "AI service error: the reply could not be stored".to_owned(),
+        ))
+        .await;
+        return;
+    }
+    let final_event = json!({
+        "content": completion.content, "is_final": true, "is_delta": false,
+        "message_id": ids.0, "conversation_id": ids.1,
+        "timestamp": kernel::time::format(&kernel::time::now()),
+        "response_time_ms": response_time_ms, "provider": provider, "model": model,
+    });
+    if send(event("final", final_event)).await {
+        send(event(
+            "complete",
+            json!({"status": "completed", "message": "Stream completed"}),
+        ))
+        .await;
+    }
+}
+
+#[utoipa::path(
+    tag = "ai",
+    params(ListQuery),
+    responses(
+        (status = 200, body = Vec<ConversationSummary>),
+        (status = 400, description = "limit outside 1..1000"),
+        (status = 401),
+    )
+)]
+#[get("/conversations")]
+pub async fn conversations(
+    user: OptionalUser,
+    state: web::Data<AiState>,
+    query: web::Query<ListQuery>,
+) -> Result<web::Json<Vec<ConversationSummary>>, ApiError> {
+    let query = query.into_inner();
+    let user = caller(&user, query.user_id);
+    let limit = usize::try_from(query.limit.unwrap_or(50)).unwrap_or(0);
+    let service = state.service.clone();
+    let heads = run_detached(async move { service.conversations(&user, limit).await }).await?;
+    Ok(web::Json(
+        heads.into_iter().map(ConversationSummary::from).collect(),
+    ))
+}
+
+#[utoipa::path(
+    tag = "ai",
+    params(("conversation_id" = String, Path, description = "A UUID"), UserQuery),
+    responses(
+        (status = 200, body = ConversationDetail),
+        (status = 400, description = "Not a UUID"),
+        (status = 401), (status = 403, description = "Access denied"),
+        (status = 404, description = "Conversation error: Conversation <id> not found"),
+    )
+)]
+#[get("/conversations/{conversation_id}")]
+pub async fn conversation(
+    user: OptionalUser,
+    state: web::Data<AiState>,
+    id: web::Path<String>,
+    query: web::Query<UserQuery>,
+) -> Result<web::Json<ConversationDetail>, ApiError> {
+    let user = caller(&user, query.into_inner().user_id);
+    let id = id.into_inner();
+    let service = state.service.clone();
+    let conversation = run_detached(async move { service.conversation(&user, &id).await }).await?;
+    Ok(web::Json(conversation.into()))
+}
+
+#[utoipa::path(tag = "ai", responses((status = 200, body = HealthResponse)))]
+#[get("/health")]
+pub async fn health(state: web::Data<AiState>) -> Result<web::Json<HealthResponse>, ApiError> {
+    let service = state.service.clone();
+    let health = run_detached(async move { Ok::<_, ApiError>(service.health().await) }).await?;
+    let valid = health.validation_errors.is_empty();
+    let status = match (valid, health.total_conversations) {
+        (_, None) => "error",
+        (false, _) => "unhealthy",
+        (true, Some(_)) => "healthy",
+    };
+    Ok(web::Json(HealthResponse {
+        service: "ai".to_owned(),
+        status: status.to_owned(),
+        enabled: health.enabled,
+        provider: health.provider,
+        model: health.model,
+        agent_ready: valid && health.enabled,
+        total_conversations: health.total_conversations.unwrap_or(0),
+        configuration_valid: valid,
+        validation_errors: health.validation_errors,
+    }))
+}
+
+#[utoipa::path(tag = "ai", responses((status = 200, body = VersionResponse)))]
+#[get("/version")]
+pub async fn version() -> web::Json<VersionResponse> {
+    web::Json(VersionResponse {
+        service: "ai".to_owned(),
+        engine: format!(
+            "keel ai-core {} (native provider clients on reqwest and eventsource-stream)",
+            env!("CARGO_PKG_VERSION")
+        ),
+        version: "1.0".to_owned(),
+        features: [
+            "chat",
+            "streaming",
+            "conversation_management",
+            "multi_provider_support",
+            "health_monitoring",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        providers_supported: PROVIDERS
+            .iter()
+            .filter(|p| p.key_setting.is_some())
+            .map(|p| p.name.to_owned())
+            .collect(),
+    })
+}

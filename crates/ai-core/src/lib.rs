@@ -1,0 +1,219 @@
+//! Keel's AI chat module: seven LLM providers over their native APIs (OpenAI-compatible, Anthropic,
+//! Gemini, Cohere v2), conversations in memory or in the database, and replies streamed as
+//! server-sent events. Mounted at `/ai` and `/api/v1/ai`.
+//!
+//! Embedding it alone in an actix-web app:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use ai_core::{AiConfig, AiModule};
+//! use kernel::module::{BodyLimits, BuildModule, Deps, Module, mount};
+//! use utoipa_actix_web::AppExt;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let url = "sqlite://data/ai.db";
+//! kernel::db::migrate(url, &[ai_core::MIGRATIONS]).await?;
+//! let deps = Deps::new(kernel::DbPool::connect(url, 4).await?)?;
+//! let ai: Arc<dyn Module> = Arc::new(AiModule::build(AiConfig::default(), &deps).await?);
+//! actix_web::HttpServer::new(move || {
+//!     mount(kernel::http::app(BodyLimits::default()).into_utoipa_app(), &ai).into_app()
+//! })
+//! .bind(("127.0.0.1", 8000))?
+//! .run()
+//! .await?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod cli;
+pub mod config;
+mod error;
+mod http;
+pub mod providers;
+mod schema;
+mod service;
+pub mod store;
+
+use std::sync::Arc;
+
+use actix_web::web;
+use diesel_migrations::{EmbeddedMigrations, embed_migrations};
+use kernel::MigrationSet;
+use kernel::health::ModuleHealth;
+use kernel::identity::Identity;
+use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub use config::{AiConfig, PROVIDERS, ProviderSpec, StoreChoice};
+pub use error::AiError;
+pub use service::{AiService, Reply, Turn};
+
+use service::AiServiceImpl;
+use store::{ConversationStore, DatabaseStore, MemoryStore};
+
+const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres/ai");
+const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite/ai");
+
+/// The AI module's migrations (tables `ai_conversations`, `ai_messages`, used with
+/// `AI_CONVERSATION_STORE=database`).
+pub const MIGRATIONS: MigrationSet = MigrationSet {
+    module: "ai",
+    postgres: &POSTGRES,
+    sqlite: &SQLITE,
+};
+
+/// The assembled module.
+pub struct AiModule {
+    config: AiConfig,
+    http: reqwest::Client,
+    store: Arc<dyn ConversationStore>,
+    service: Arc<dyn AiService>,
+    state: web::Data<http::AiState>,
+    identity: web::Data<Identity>,
+}
+
+/// The service over `config`'s provider.
+fn service(
+    config: AiConfig,
+    http: &reqwest::Client,
+    store: Arc<dyn ConversationStore>,
+) -> Arc<dyn AiService> {
+    let spec = config.provider;
+    let model = providers::client(
+        http.clone(),
+        providers::Endpoint {
+            dialect: spec.dialect,
+            base_url: config.base_url(spec),
+            api_key: config.api_keys.get(spec.name).cloned(),
+            timeout: config.timeout,
+        },
+    );
+    Arc::new(AiServiceImpl::new(config, model, store))
+}
+
+impl BuildModule for AiModule {
+    const NAME: &'static str = "ai";
+    type Settings = AiConfig;
+
+    fn migrations() -> Option<MigrationSet> {
+        Some(MIGRATIONS)
+    }
+
+    fn commands() -> Vec<clap::Command> {
+        vec![cli::command()]
+    }
+
+    async fn build(config: AiConfig, deps: &Deps) -> Result<Self, ModuleError> {
+        let store: Arc<dyn ConversationStore> = match config.store {
+            StoreChoice::Memory => Arc::new(MemoryStore::new(
+                config.conversation_ttl,
+                config.max_conversations,
+            )),
+            StoreChoice::Database => Arc::new(DatabaseStore::new(deps.pool.clone())),
+        };
+        if let Some(why) = config.missing_key(config.provider) {
+            tracing::warn!("AI chat answers 503 until this is fixed: {why}");
+        }
+        let service = service(config.clone(), &deps.http, store.clone());
+        Ok(AiModule {
+            config,
+            http: deps.http.clone(),
+            store,
+            state: web::Data::new(http::AiState {
+                service: service.clone(),
+            }),
+            service,
+            identity: deps.identity(),
+        })
+    }
+}
+
+impl AiModule {
+    /// The service: every operation of the module without HTTP.
+    pub fn service(&self) -> Arc<dyn AiService> {
+        self.service.clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl Module for AiModule {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn mounts(&self) -> &'static [&'static str] {
+        &["/ai", "/api/v1/ai"]
+    }
+
+    fn routes(&self, cfg: &mut ServiceConfig) {
+        cfg.app_data(self.state.clone())
+            .app_data(self.identity.clone())
+            .service(http::chat)
+            .service(http::chat_stream)
+            .service(http::chat_stream_get)
+            .service(http::conversations)
+            .service(http::conversation)
+            .service(http::health)
+            .service(http::version);
+    }
+
+    /// Healthy when the conversation store answers; the detail names the provider, or why it
+    /// cannot be used.
+    async fn health(&self) -> ModuleHealth {
+        let health = self.service.health().await;
+        match (health.total_conversations, health.validation_errors.first()) {
+            (None, _) => ModuleHealth::unhealthy("conversation store unreachable"),
+            (Some(_), Some(why)) => ModuleHealth::unhealthy(why.clone()),
+            (Some(n), None) => ModuleHealth::healthy(format!(
+                "{} ({}), {n} conversations",
+                health.provider, health.model
+            )),
+        }
+    }
+
+    async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
+        if name != cli::COMMAND {
+            return Err(format!("the ai module has no command {name}"));
+        }
+        let service_for = |provider: Option<String>, model: Option<String>| {
+            if provider.is_none() && model.is_none() {
+                return Ok(self.service.clone());
+            }
+            let mut config = self.config.clone();
+            if let Some(name) = provider {
+                config.provider =
+                    config::provider(&name).ok_or_else(|| format!("unknown provider {name:?}"))?;
+                config.model = None;
+            }
+            if model.is_some() {
+                config.model = model;
+            }
+            Ok(service(config, &self.http, self.store.clone()))
+        };
+        cli::run(service_for, matches).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn migration_trees_are_mirrored() {
+        let names = |backend: &str| {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("../../migrations/{backend}/ai"));
+            let mut names: Vec<String> = std::fs::read_dir(dir)
+                .map(|entries| {
+                    entries
+                        .filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            names
+        };
+        let postgres = names("postgres");
+        assert!(!postgres.is_empty());
+        assert_eq!(postgres, names("sqlite"));
+    }
+}

@@ -1,0 +1,352 @@
+//! The AI service: checks a turn, asks the provider, and keeps the conversation.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::config::AiConfig;
+use crate::error::AiError;
+use crate::providers::{
+    ChatMessage, ChatModel, ChatRequest, ChatStream, Completion, ProviderError, Role,
+};
+use crate::store::{Conversation, ConversationHead, ConversationStore, Exchange, StoredMessage};
+
+/// The caller when nobody says who they are (the spec's default `user_id`).
+pub const DEFAULT_USER: &str = "api-user";
+/// Characters of the first message kept as a conversation's title (then `...`).
+pub const TITLE_CHARS: usize = 50;
+pub const MAX_LIST_LIMIT: usize = 1000;
+
+/// One question, checked and ready to send: [`AiService::prepare`] makes it.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub conversation_id: String,
+    pub user_id: String,
+    /// The id of the reply (one for the whole stream).
+    pub message_id: String,
+    pub provider: String,
+    pub model: String,
+    request: ChatRequest,
+    existing: Option<ConversationHead>,
+    question: StoredMessage,
+    started: Instant,
+}
+
+impl Turn {
+    /// Milliseconds since the turn was prepared.
+    pub fn elapsed_ms(&self) -> f64 {
+        self.started.elapsed().as_secs_f64() * 1000.0
+    }
+}
+
+/// A whole reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub message_id: String,
+    pub content: String,
+    pub conversation_id: String,
+    pub response_time_ms: f64,
+}
+
+/// What the health answer reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Health {
+    pub enabled: bool,
+    pub provider: String,
+    pub model: String,
+    pub total_conversations: Option<i64>,
+    pub validation_errors: Vec<String>,
+}
+
+#[async_trait::async_trait]
+pub trait AiService: Send + Sync {
+    /// Checks a question (400: empty, too long, a `conversation_id` that is not a UUID; 503: the
+    /// service disabled or its key missing; 404/403: the conversation) and builds the request with
+    /// the conversation's last messages as context.
+    async fn prepare(
+        &self,
+        user_id: &str,
+        message: Option<String>,
+        conversation_id: Option<String>,
+    ) -> Result<Turn, AiError>;
+    /// Asks for the whole reply and stores the exchange.
+    async fn chat(&self, turn: Turn) -> Result<Reply, AiError>;
+    /// Opens the provider's stream for a turn.
+    async fn open_stream(&self, turn: &Turn) -> Result<ChatStream, AiError>;
+    /// Stores a completed streamed exchange.
+    async fn finish(&self, turn: Turn, completion: &Completion) -> Result<(), AiError>;
+    /// A user's conversations, most recently active first (`limit` 1..=1000).
+    async fn conversations(
+        &self,
+        user_id: &str,
+        limit: usize,
+    ) -> Result<Vec<ConversationHead>, AiError>;
+    /// A conversation with every message; another user's is 403.
+    async fn conversation(&self, user_id: &str, id: &str) -> Result<Conversation, AiError>;
+    async fn health(&self) -> Health;
+    fn config(&self) -> &AiConfig;
+}
+
+pub(crate) struct AiServiceImpl {
+    config: AiConfig,
+    model: Arc<dyn ChatModel>,
+    store: Arc<dyn ConversationStore>,
+}
+
+impl AiServiceImpl {
+    pub(crate) fn new(
+        config: AiConfig,
+        model: Arc<dyn ChatModel>,
+        store: Arc<dyn ConversationStore>,
+    ) -> Self {
+        AiServiceImpl {
+            config,
+            model,
+            store,
+        }
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        if !self.config.enabled {
+            return Some("AI service is disabled".to_owned());
+        }
+        self.config.missing_key(self.config.provider)
+    }
+
+    /// Stores the exchange of `turn` answered by `content`.
+    async fn store(&self, turn: Turn, content: &str, model: &str) -> Result<(), AiError> {
+        let now = kernel::time::now();
+        let response_time_ms = turn.elapsed_ms();
+        let head = match turn.existing {
+            Some(mut head) => {
+                head.message_count += 2;
+                head.updated_at = now;
+                head.last_response_time_ms = Some(response_time_ms);
+                head
+            }
+            None => ConversationHead {
+                id: turn.conversation_id.clone(),
+                user_id: turn.user_id.clone(),
+                title: title(&turn.question.content),
+                provider: turn.provider.clone(),
+                model: model.to_owned(),
+                message_count: 2,
+                last_response_time_ms: Some(response_time_ms),
+                created_at: turn.question.timestamp,
+                updated_at: now,
+            },
+        };
+        let answer = StoredMessage {
+            id: turn.message_id.clone(),
+            role: Role::Assistant,
+            content: content.to_owned(),
+            timestamp: now,
+        };
+        self.store
+            .append(Exchange {
+                head,
+                question: turn.question,
+                answer,
+            })
+            .await
+    }
+}
+
+/// The first message, cut to 50 characters plus `...` when longer.
+pub fn title(message: &str) -> String {
+    let message = message.trim();
+    if message.chars().count() > TITLE_CHARS {
+        let cut: String = message.chars().take(TITLE_CHARS).collect();
+        format!("{cut}...")
+    } else {
+        message.to_owned()
+    }
+}
+
+fn provider_error(e: ProviderError) -> AiError {
+    AiError::Provider(e.message)
+}
+
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+#[async_trait::async_trait]
+impl AiService for AiServiceImpl {
+    async fn prepare(
+        &self,
+        user_id: &str,
+        message: Option<String>,
+        conversation_id: Option<String>,
+    ) -> Result<Turn, AiError> {
+        let message = message.unwrap_or_default();
+        if message.trim().is_empty() {
+            return Err(AiError::Invalid("Message must not be empty".into()));
+        }
+        let length = message.chars().count();
+        if length > self.config.max_message_chars {
+            return Err(AiError::Invalid(format!(
+                "Message too long: {length} characters (max {})",
+                self.config.max_message_chars
+            )));
+        }
+        if message.contains('\0') {
+            return Err(AiError::Invalid(
+                "Invalid message: it contains a NUL character".into(),
+            ));
+        }
+        let conversation_id = match conversation_id.filter(|id| !id.trim().is_empty()) {
+            None => None,
+            Some(raw) => Some(
+                uuid::Uuid::parse_str(raw.trim())
+                    .map_err(|_| {
+                        AiError::Invalid(format!("Invalid conversation_id: {raw:?} is not a UUID"))
+                    })?
+                    .to_string(),
+            ),
+        };
+        if let Some(why) = self.unavailable() {
+            return Err(AiError::Unavailable(why));
+        }
+        let mut context = Vec::new();
+        let existing = match &conversation_id {
+            None => None,
+            Some(id) => {
+                let conversation = self
+                    .store
+                    .get(id, Some(self.config.context_messages))
+                    .await?
+                    .ok_or_else(|| AiError::NotFound(id.clone()))?;
+                if conversation.head.user_id != user_id {
+                    return Err(AiError::AccessDenied);
+                }
+                context = conversation.messages;
+                Some(conversation.head)
+            }
+        };
+        let spec = self.config.provider;
+        let model = self.config.model_for(spec);
+        let mut messages: Vec<ChatMessage> = context
+            .into_iter()
+            .map(|m| ChatMessage {
+                role: m.role,
+                content: m.content,
+            })
+            .collect();
+        messages.push(ChatMessage {
+            role: Role::User,
+            content: message.clone(),
+        });
+        Ok(Turn {
+            conversation_id: conversation_id.unwrap_or_else(new_id),
+            user_id: user_id.to_owned(),
+            message_id: new_id(),
+            provider: spec.name.to_owned(),
+            model: model.clone(),
+            request: ChatRequest {
+                model,
+                system: self.config.system_prompt.clone(),
+                messages,
+                temperature: self.config.temperature,
+                max_tokens: self.config.max_tokens,
+            },
+            existing,
+            question: StoredMessage {
+                id: new_id(),
+                role: Role::User,
+                content: message,
+                timestamp: kernel::time::now(),
+            },
+            started: Instant::now(),
+        })
+    }
+
+    async fn chat(&self, turn: Turn) -> Result<Reply, AiError> {
+        let completion = self
+            .model
+            .complete(&turn.request)
+            .await
+            .map_err(provider_error)?;
+        let reply = Reply {
+            message_id: turn.message_id.clone(),
+            content: completion.content.clone(),
+            conversation_id: turn.conversation_id.clone(),
+            response_time_ms: turn.elapsed_ms(),
+        };
+        let model = turn.model.clone();
+        self.store(turn, &completion.content, &model).await?;
+        Ok(reply)
+    }
+
+    async fn open_stream(&self, turn: &Turn) -> Result<ChatStream, AiError> {
+        self.model
+            .stream(&turn.request)
+            .await
+            .map_err(provider_error)
+    }
+
+    async fn finish(&self, turn: Turn, completion: &Completion) -> Result<(), AiError> {
+        let model = turn.model.clone();
+        self.store(turn, &completion.content, &model).await
+    }
+
+    async fn conversations(
+        &self,
+        user_id: &str,
+        limit: usize,
+    ) -> Result<Vec<ConversationHead>, AiError> {
+        if !(1..=MAX_LIST_LIMIT).contains(&limit) {
+            return Err(AiError::Invalid(format!(
+                "Invalid limit: {limit} (from 1 to {MAX_LIST_LIMIT})"
+            )));
+        }
+        self.store.list(user_id, limit).await
+    }
+
+    async fn conversation(&self, user_id: &str, id: &str) -> Result<Conversation, AiError> {
+        let id = uuid::Uuid::parse_str(id.trim())
+            .map_err(|_| {
+                AiError::Invalid(format!("Invalid conversation_id: {id:?} is not a UUID"))
+            })?
+            .to_string();
+        let conversation = self
+            .store
+            .get(&id, None)
+            .await?
+            .ok_or_else(|| AiError::NotFound(id.clone()))?;
+        if conversation.head.user_id != user_id {
+            return Err(AiError::AccessDenied);
+        }
+        Ok(conversation)
+    }
+
+    async fn health(&self) -> Health {
+        let mut validation_errors = Vec::new();
+        if let Some(why) = self.unavailable() {
+            validation_errors.push(why);
+        }
+        Health {
+            enabled: self.config.enabled,
+            provider: self.config.provider.name.to_owned(),
+            model: self.config.model_for(self.config.provider),
+            total_conversations: self.store.count().await.ok(),
+            validation_errors,
+        }
+    }
+
+    fn config(&self) -> &AiConfig {
+        &self.config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::title;
+
+    #[test]
+    fn titles_are_cut_at_fifty_characters() {
+        assert_eq!(title("Hello"), "Hello");
+        let long = "é".repeat(60);
+        assert_eq!(title(&long), format!("{}...", "é".repeat(50)));
+        assert_eq!(title(&"a".repeat(50)), "a".repeat(50));
+    }
+}

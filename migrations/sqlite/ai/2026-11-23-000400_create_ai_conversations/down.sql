@@ -1,0 +1,2 @@
+DROP TABLE ai_messages;
+DROP TABLE ai_conversations;
