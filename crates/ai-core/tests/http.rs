@@ -106,27 +106,25 @@ impl Ctx {
             .await
             .unwrap();
         let status = res.status().as_u16();
-        let text = res.text().await.unwrap();
-        (status, events(&text))
+        (status, read_events(res).await)
     }
 }
 
-/// Parses `event: NAME\ndata: JSON\n\n` frames (comments skipped).
-fn events(text: &str) -> Vec<(String, Value)> {
-    text.split("\n\n")
-        .filter_map(|frame| {
-            let mut name = None;
-            let mut data = String::new();
-            for line in frame.lines() {
-                if let Some(v) = line.strip_prefix("event:") {
-                    name = Some(v.trim().to_owned());
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    data.push_str(v.trim_start());
-                }
-            }
-            Some((name?, serde_json::from_str(&data).unwrap_or(Value::Null)))
+/// Reads an SSE answer with a real SSE parser: (event, data) pairs, comments skipped.
+async fn read_events(res: reqwest::Response) -> Vec<(String, Value)> {
+    use eventsource_stream::Eventsource;
+    use futures_util::StreamExt;
+    res.bytes_stream()
+        .eventsource()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.event,
+                serde_json::from_str(&e.data).unwrap_or(Value::Null),
+            )
         })
         .collect()
+        .await
 }
 
 fn names(events: &[(String, Value)]) -> Vec<&str> {
@@ -258,13 +256,9 @@ async fn a_stream_sends_connect_chunks_final_and_complete(db: TestDb) {
         .unwrap();
     assert_eq!(res.headers()["content-type"], "text/event-stream");
     assert_eq!(
-        names(&events_of(res).await),
+        names(&read_events(res).await),
         ["connect", "chunk", "final", "complete"]
     );
-}
-
-async fn events_of(res: reqwest::Response) -> Vec<(String, Value)> {
-    events(&res.text().await.unwrap())
 }
 
 async fn failures_follow_the_contract(db: TestDb) {
@@ -474,7 +468,7 @@ async fn the_database_store_is_shared_by_two_instances(db: TestDb) {
         .send()
         .await
         .unwrap();
-    assert_eq!(names(&events_of(res).await).last(), Some(&"complete"));
+    assert_eq!(names(&read_events(res).await).last(), Some(&"complete"));
     let detail: Value = a
         .client
         .get(a.url(&format!("/ai/conversations/{id}")))
