@@ -26,6 +26,7 @@ bench pg="":
     bash bench/blog.sh {{pg}}
     bash bench/reads.sh {{pg}}
     bash bench/comms.sh
+    bash bench/ai.sh
 
 # The provider simulator for local demos.
 sim:
