@@ -33,7 +33,8 @@ pub struct AiState {
 #[serde(default)]
 #[schema(as = ai::ChatRequest)]
 pub struct ChatBody {
-    /// 1 to `AI_MAX_MESSAGE_CHARS` characters.
+    /// 1 to `AI_MAX_MESSAGE_CHARS` characters, not only spaces.
+    #[schema(min_length = 1, pattern = "\\S")]
     pub message: Option<String>,
     /// A conversation to continue (a UUID); absent or null starts one.
     pub conversation_id: Option<String>,
@@ -53,6 +54,8 @@ pub struct ChatResponse {
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct StreamQuery {
+    /// The question (required).
+    #[param(min_length = 1, pattern = "\\S")]
     pub message: Option<String>,
     pub conversation_id: Option<String>,
     pub user_id: Option<String>,
@@ -64,6 +67,7 @@ pub struct ListQuery {
     /// Default `api-user` (ignored with a bearer token).
     pub user_id: Option<String>,
     /// 1 to 1000, default 50.
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
 }
 
