@@ -200,22 +200,6 @@ impl Module for CommsModule {
 mod tests {
     #[test]
     fn migration_trees_are_mirrored() {
-        let names = |backend: &str| {
-            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join(format!("../../migrations/{backend}/comms"));
-            let mut names: Vec<String> = std::fs::read_dir(dir)
-                .map(|entries| {
-                    entries
-                        .filter_map(|e| e.ok())
-                        .map(|e| e.file_name().to_string_lossy().into_owned())
-                        .collect()
-                })
-                .unwrap_or_default();
-            names.sort();
-            names
-        };
-        let postgres = names("postgres");
-        assert!(!postgres.is_empty());
-        assert_eq!(postgres, names("sqlite"));
+        kernel::testing::assert_migration_trees_mirrored(env!("CARGO_MANIFEST_DIR"), "comms");
     }
 }

@@ -47,8 +47,50 @@ impl HttpClientSettings {
     }
 }
 
+/// "no answer within 15 s (COMMS_TIMEOUT_SECONDS)": a provider call past its time limit, naming
+/// the setting that sets it.
+pub fn no_answer(timeout: Duration, setting: &str) -> String {
+    format!("no answer within {} ({setting})", seconds(timeout))
+}
+
+/// `30 s`, or `0.3 s` below a second.
+pub fn seconds(timeout: Duration) -> String {
+    if timeout.subsec_millis() == 0 {
+        format!("{} s", timeout.as_secs())
+    } else {
+        format!("{} s", timeout.as_secs_f64())
+    }
+}
+
+/// A provider call that failed before an answer, in words a deployer can act on: its time limit
+/// ([`no_answer`]), a host that cannot be reached (`cannot connect to <host>`), or the error chain.
+pub fn transport_error(error: &reqwest::Error, timeout: Duration, setting: &str) -> String {
+    if error.is_timeout() {
+        no_answer(timeout, setting)
+    } else if error.is_connect() {
+        let host = error
+            .url()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_default();
+        format!("cannot connect to {host}")
+    } else {
+        format!("request failed: {}", crate::error::cause_chain(error))
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn timeouts_are_written_in_seconds() {
+        use std::time::Duration;
+        assert_eq!(super::seconds(Duration::from_secs(30)), "30 s");
+        assert_eq!(super::seconds(Duration::from_millis(300)), "0.3 s");
+        assert_eq!(
+            super::no_answer(Duration::from_secs(15), "COMMS_TIMEOUT_SECONDS"),
+            "no answer within 15 s (COMMS_TIMEOUT_SECONDS)"
+        );
+    }
+
     use super::*;
 
     #[test]

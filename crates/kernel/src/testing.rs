@@ -226,6 +226,30 @@ impl diesel::connection::Instrumentation for StatementLog {
     }
 }
 
+/// Panics unless `migrations/postgres/<module>` and `migrations/sqlite/<module>` of the workspace
+/// (two levels above a crate's `manifest_dir`) hold the same, non-empty, list of migrations.
+#[allow(clippy::expect_used)]
+pub fn assert_migration_trees_mirrored(manifest_dir: &str, module: &str) {
+    let names = |backend: &str| {
+        let dir =
+            std::path::Path::new(manifest_dir).join(format!("../../migrations/{backend}/{module}"));
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let postgres = names("postgres");
+    assert!(!postgres.is_empty(), "no migrations for {module}");
+    assert_eq!(
+        postgres,
+        names("sqlite"),
+        "the {module} migration trees differ"
+    );
+}
+
 /// A server running on 127.0.0.1 on a random port, stopped when dropped.
 pub struct TestServer {
     pub base_url: String,

@@ -17,38 +17,20 @@ pub(super) fn url(base: &str, path: &str) -> String {
     format!("{}/{path}", base.trim_end_matches('/'))
 }
 
-/// `30 s`, or `0.25 s` below a second.
-fn seconds(timeout: Duration) -> String {
-    if timeout.subsec_millis() == 0 {
-        format!("{} s", timeout.as_secs())
-    } else {
-        format!("{} s", timeout.as_secs_f64())
-    }
-}
+/// The setting that bounds every provider call.
+const TIMEOUT_SETTING: &str = "AI_TIMEOUT_SECONDS";
 
 fn no_answer(timeout: Duration) -> ProviderError {
-    ProviderError::new(format!(
-        "no answer within {} (AI_TIMEOUT_SECONDS)",
-        seconds(timeout)
-    ))
+    ProviderError::new(kernel::http_client::no_answer(timeout, TIMEOUT_SETTING))
 }
 
 /// A failure to send the request or to read the answer.
 fn transport(error: &reqwest::Error, timeout: Duration) -> ProviderError {
-    if error.is_timeout() {
-        no_answer(timeout)
-    } else if error.is_connect() {
-        let host = error
-            .url()
-            .and_then(|u| u.host_str().map(str::to_owned))
-            .unwrap_or_default();
-        ProviderError::new(format!("cannot connect to {host}"))
-    } else {
-        ProviderError::new(format!(
-            "request failed: {}",
-            kernel::error::cause_chain(error)
-        ))
-    }
+    ProviderError::new(kernel::http_client::transport_error(
+        error,
+        timeout,
+        TIMEOUT_SETTING,
+    ))
 }
 
 /// The message of an error body: `error.message` (OpenAI, Anthropic, Gemini, Mistral), a
@@ -216,7 +198,7 @@ impl Reading {
                 .map_err(|_| {
                     ProviderError::new(format!(
                         "no new chunk within {} (AI_TIMEOUT_SECONDS)",
-                        seconds(self.timeout)
+                        kernel::http_client::seconds(self.timeout)
                     ))
                 })?;
             let event = match event {
@@ -290,11 +272,5 @@ mod tests {
             message(&"x".repeat(500)).len(),
             "HTTP 502 Bad Gateway: ".len() + 200
         );
-    }
-
-    #[test]
-    fn timeouts_are_written_in_seconds() {
-        assert_eq!(seconds(Duration::from_secs(30)), "30 s");
-        assert_eq!(seconds(Duration::from_millis(300)), "0.3 s");
     }
 }

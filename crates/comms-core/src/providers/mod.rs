@@ -26,23 +26,11 @@ impl ProviderError {
 
     /// A transport failure, in words a deployer can act on.
     fn transport(error: &reqwest::Error, timeout: Duration) -> Self {
-        if error.is_timeout() {
-            ProviderError::new(format!(
-                "no answer within {} s (COMMS_TIMEOUT_SECONDS)",
-                timeout.as_secs()
-            ))
-        } else if error.is_connect() {
-            let host = error
-                .url()
-                .and_then(|u| u.host_str().map(str::to_owned))
-                .unwrap_or_default();
-            ProviderError::new(format!("cannot connect to {host}"))
-        } else {
-            ProviderError::new(format!(
-                "request failed: {}",
-                kernel::error::cause_chain(error)
-            ))
-        }
+        ProviderError::new(kernel::http_client::transport_error(
+            error,
+            timeout,
+            "COMMS_TIMEOUT_SECONDS",
+        ))
     }
 
     /// An error answer: the provider's own `message` field when its body has one, else the status.
