@@ -17,6 +17,8 @@ pub fn compiled() -> Vec<ModuleEntry> {
         kernel::module::entry::<comms_core::CommsModule>(),
         #[cfg(feature = "ai")]
         kernel::module::entry::<ai_core::AiModule>(),
+        #[cfg(feature = "payment")]
+        kernel::module::entry::<payment_core::PaymentModule>(),
     ]
 }
 

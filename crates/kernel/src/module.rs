@@ -133,6 +133,15 @@ pub trait Module: Send + Sync + 'static {
     /// identity from [`Deps::identity`].
     fn routes(&self, cfg: &mut ServiceConfig);
 
+    /// A second prefix with routes of its own, outside the API (payment's `/payment/success` and
+    /// `/payment/cancel` pages): the prefix, registered with [`side_routes`](Self::side_routes).
+    fn side_mount(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// The routes under [`side_mount`](Self::side_mount).
+    fn side_routes(&self, _cfg: &mut ServiceConfig) {}
+
     /// The module's entry in `GET /health`.
     async fn health(&self) -> ModuleHealth;
 
@@ -285,6 +294,12 @@ where
                 web::scope(alias).configure(move |c| module.routes(&mut ServiceConfig::new(c))),
             )
         });
+    }
+    if let Some(side) = module.side_mount() {
+        let module = module.clone();
+        app = app.service(
+            utoipa_actix_web::scope::scope(side).configure(move |cfg| module.side_routes(cfg)),
+        );
     }
     app
 }

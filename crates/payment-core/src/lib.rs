@@ -1,0 +1,156 @@
+//! Keel's payment module: Stripe checkout, the transactions, subscriptions and disputes its signed
+//! webhook events write, refunds and cancels, each user seeing only their own rows. Mounted at
+//! `/api/v1/payment`, with the built-in return pages at `/payment/success` and `/payment/cancel`.
+
+pub mod config;
+mod error;
+mod http;
+mod schema;
+mod service;
+mod store;
+pub mod stripe;
+mod webhook;
+
+use std::sync::Arc;
+
+use actix_web::web;
+use diesel_migrations::{EmbeddedMigrations, embed_migrations};
+use kernel::MigrationSet;
+use kernel::health::ModuleHealth;
+use kernel::identity::Identity;
+use kernel::jobs::TaskDef;
+use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub use config::PaymentConfig;
+pub use error::PaymentError;
+pub use service::{Caller, Checkout, CheckoutRequest, PaymentService, Summary, WebhookReceipt};
+
+const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres/payment");
+const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite/payment");
+
+/// The payment module's migrations.
+pub const MIGRATIONS: MigrationSet = MigrationSet {
+    module: "payment",
+    postgres: &POSTGRES,
+    sqlite: &SQLITE,
+};
+
+pub struct PaymentModule {
+    service: Arc<PaymentService>,
+    state: web::Data<http::PaymentState>,
+    identity: web::Data<Identity>,
+}
+
+impl BuildModule for PaymentModule {
+    const NAME: &'static str = "payment";
+    type Settings = PaymentConfig;
+
+    fn migrations() -> Option<MigrationSet> {
+        Some(MIGRATIONS)
+    }
+
+    async fn build(config: PaymentConfig, deps: &Deps) -> Result<Self, ModuleError> {
+        if config.secret_key.is_none() {
+            tracing::warn!("payment checkout answers 503 until STRIPE_SECRET_KEY is set");
+        }
+        if config.webhook_secret.is_none() {
+            tracing::warn!("every Stripe webhook is refused until STRIPE_WEBHOOK_SECRET is set");
+        }
+        let service = Arc::new(PaymentService::new(
+            deps.pool.clone(),
+            config,
+            deps.http.clone(),
+        ));
+        Ok(PaymentModule {
+            state: web::Data::new(http::PaymentState {
+                service: service.clone(),
+            }),
+            service,
+            identity: deps.identity(),
+        })
+    }
+}
+
+impl PaymentModule {
+    pub fn service(&self) -> Arc<PaymentService> {
+        self.service.clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl Module for PaymentModule {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn mounts(&self) -> &'static [&'static str] {
+        &["/api/v1/payment"]
+    }
+
+    fn routes(&self, cfg: &mut ServiceConfig) {
+        cfg.app_data(self.state.clone())
+            .app_data(self.identity.clone())
+            .service(http::checkout)
+            .service(http::transactions)
+            .service(http::transaction)
+            .service(http::refund)
+            .service(http::subscriptions)
+            .service(http::cancel)
+            .service(http::disputes)
+            .service(http::dispute)
+            .service(http::summary)
+            .service(http::webhook);
+    }
+
+    fn side_mount(&self) -> Option<&'static str> {
+        Some("/payment")
+    }
+
+    fn side_routes(&self, cfg: &mut ServiceConfig) {
+        cfg.service(http::success_page).service(http::cancel_page);
+    }
+
+    /// Healthy when the payment rows can be read (like comms, a provider not configured yet is
+    /// said in the detail, not counted against the service).
+    async fn health(&self) -> ModuleHealth {
+        match self.service.summary().await {
+            Ok(s) if s.enabled => ModuleHealth::healthy(format!(
+                "stripe ({}), {} transactions",
+                if s.is_test_mode { "test mode" } else { "live" },
+                s.total_transactions
+            )),
+            Ok(s) => ModuleHealth::healthy(format!(
+                "payment store reachable ({} transactions); STRIPE_SECRET_KEY is not set",
+                s.total_transactions
+            )),
+            Err(e) => ModuleHealth::unhealthy(format!("payment store unreachable: {e}")),
+        }
+    }
+
+    /// Forgets processed event ids older than Stripe's retry window (`cleanup_expired_data`).
+    fn tasks(&self) -> Vec<TaskDef> {
+        let service = self.service.clone();
+        vec![TaskDef::cleanup(
+            "payment_events",
+            Arc::new(move |_| {
+                let service = service.clone();
+                Box::pin(async move {
+                    let forgotten = service
+                        .forget_old_events()
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok(serde_json::json!({"payment_events_forgotten": forgotten}))
+                })
+            }),
+        )]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn migration_trees_are_mirrored() {
+        kernel::testing::assert_migration_trees_mirrored(env!("CARGO_MANIFEST_DIR"), "payment");
+    }
+}

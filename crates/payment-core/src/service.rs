@@ -1,0 +1,429 @@
+//! The payment service: checkout through Stripe, the rows its signed events write, refunds,
+//! cancels, and the caller-scoped reads.
+
+use chrono::NaiveDateTime;
+use kernel::pagination::Page;
+use kernel::{DbPool, FieldError, write_tx};
+use serde_json::Value;
+
+use crate::config::PaymentConfig;
+use crate::error::PaymentError;
+use crate::store::{self, DisputeRow, NewTransaction, SubscriptionRow, TransactionRow};
+use crate::stripe::{CheckoutParams, RefundParams, Stripe, signature};
+
+/// Who asks: a user (sees their own rows), or anyone (no auth module, the CLI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    Anyone,
+    User(i64),
+}
+
+impl Caller {
+    fn user(self) -> Option<i64> {
+        match self {
+            Caller::Anyone => None,
+            Caller::User(id) => Some(id),
+        }
+    }
+
+    /// A row of another user is a 404, never a 403.
+    fn sees(self, owner: Option<i64>) -> bool {
+        match self {
+            Caller::Anyone => true,
+            Caller::User(id) => owner == Some(id),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct CheckoutRequest {
+    pub price_id: Option<String>,
+    pub quantity: Option<i64>,
+    pub mode: Option<String>,
+    pub success_url: Option<String>,
+    pub cancel_url: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkout {
+    pub session_id: String,
+    pub checkout_url: String,
+}
+
+/// Stripe's own refund reasons; any other text is kept as the refund's description only.
+pub const REFUND_REASONS: [&str; 3] = ["requested_by_customer", "duplicate", "fraudulent"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    pub is_test_mode: bool,
+    pub enabled: bool,
+    pub total_transactions: i64,
+    pub total_revenue_cents: i64,
+    pub active_subscriptions: i64,
+}
+
+/// What a webhook delivery did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookReceipt {
+    pub event_type: String,
+    pub duplicate: bool,
+}
+
+/// The dispute statuses `status=open` means.
+pub const OPEN_DISPUTES: [&str; 3] = ["warning_issued", "needs_response", "under_review"];
+
+pub struct PaymentService {
+    pool: DbPool,
+    config: PaymentConfig,
+    stripe: Option<Stripe>,
+}
+
+fn now() -> NaiveDateTime {
+    kernel::time::now()
+}
+
+fn idempotency_key() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+impl PaymentService {
+    pub fn new(pool: DbPool, config: PaymentConfig, http: reqwest::Client) -> Self {
+        let stripe = config
+            .secret_key
+            .as_deref()
+            .map(|key| Stripe::new(http, &config.api_base, key, config.timeout));
+        PaymentService {
+            pool,
+            config,
+            stripe,
+        }
+    }
+
+    pub fn config(&self) -> &PaymentConfig {
+        &self.config
+    }
+
+    fn stripe(&self) -> Result<&Stripe, PaymentError> {
+        self.stripe.as_ref().ok_or(PaymentError::NotConfigured)
+    }
+
+    /// Creates a Stripe checkout session; a user's first checkout creates their Stripe customer.
+    pub async fn checkout(
+        &self,
+        caller: Caller,
+        email: Option<String>,
+        request: CheckoutRequest,
+    ) -> Result<Checkout, PaymentError> {
+        let invalid = |field: &str, message: &str| {
+            PaymentError::Invalid(FieldError::new(field, message.to_owned()))
+        };
+        let price_id = request
+            .price_id
+            .filter(|p| !p.trim().is_empty())
+            .ok_or_else(|| invalid("price_id", "price_id is required"))?;
+        let mode = request.mode.unwrap_or_default();
+        if mode != "payment" && mode != "subscription" {
+            return Err(invalid("mode", "mode must be payment or subscription"));
+        }
+        let quantity = request.quantity.unwrap_or(1);
+        if quantity < 1 {
+            return Err(invalid("quantity", "quantity must be 1 or more"));
+        }
+        let stripe = self.stripe()?;
+        let pages = &self.config.public_base_url;
+        let success_url = request
+            .success_url
+            .or_else(|| self.config.success_url.clone())
+            .unwrap_or_else(|| {
+                format!("{pages}/payment/success?session_id={{CHECKOUT_SESSION_ID}}")
+            });
+        let cancel_url = request
+            .cancel_url
+            .or_else(|| self.config.cancel_url.clone())
+            .unwrap_or_else(|| format!("{pages}/payment/cancel"));
+        let customer = match caller.user() {
+            None => None,
+            Some(user) => Some(self.customer_for(stripe, user, email.as_deref()).await?),
+        };
+        let session = stripe
+            .create_checkout_session(
+                &CheckoutParams {
+                    mode,
+                    price_id,
+                    quantity,
+                    success_url,
+                    cancel_url,
+                    customer,
+                    client_reference_id: caller.user().map(|u| u.to_string()),
+                    user_id: caller.user(),
+                },
+                &idempotency_key(),
+            )
+            .await?;
+        Ok(Checkout {
+            session_id: session.id,
+            checkout_url: session.url,
+        })
+    }
+
+    /// The user's Stripe customer, created on their first checkout.
+    async fn customer_for(
+        &self,
+        stripe: &Stripe,
+        user: i64,
+        email: Option<&str>,
+    ) -> Result<String, PaymentError> {
+        {
+            let mut pooled = self.pool.get().await?;
+            if let Some(id) = store::customer_of_user(&mut pooled.conn(), user).await? {
+                return Ok(id);
+            }
+        }
+        let id = stripe
+            .create_customer(email, Some(user), &format!("customer-of-user-{user}"))
+            .await?;
+        let mut pooled = self.pool.get().await?;
+        store::upsert_customer(&mut pooled.conn(), &id, Some(user), email, now()).await?;
+        Ok(id)
+    }
+
+    /// Verifies a delivery on its raw bytes, then applies the event and records its id in one
+    /// transaction (a failure rolls both back and answers 500, so that Stripe retries).
+    pub async fn webhook(
+        &self,
+        signature_header: Option<&str>,
+        body: &[u8],
+    ) -> Result<WebhookReceipt, PaymentError> {
+        let secret = self
+            .config
+            .webhook_secret
+            .as_deref()
+            .ok_or(PaymentError::InvalidPayload)?;
+        signature::verify(
+            secret,
+            signature_header,
+            body,
+            chrono::Utc::now().timestamp(),
+        )
+        .map_err(|_| PaymentError::InvalidPayload)?;
+        let event: Value =
+            serde_json::from_slice(body).map_err(|_| PaymentError::InvalidPayload)?;
+        let event_type = event
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or(PaymentError::InvalidPayload)?
+            .to_owned();
+        let processed = write_tx!(&self.pool, PaymentError, |tx| {
+            crate::webhook::apply(tx, &event, now()).await
+        })?;
+        Ok(WebhookReceipt {
+            event_type,
+            duplicate: !processed,
+        })
+    }
+
+    pub async fn transactions(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+        page: Page,
+    ) -> Result<(Vec<TransactionRow>, i64), PaymentError> {
+        let mut pooled = self.pool.get().await?;
+        Ok(store::list_transactions(
+            &mut pooled.conn(),
+            caller.user(),
+            status,
+            page.offset(),
+            page.limit(),
+        )
+        .await?)
+    }
+
+    pub async fn transaction(
+        &self,
+        caller: Caller,
+        id: i64,
+    ) -> Result<TransactionRow, PaymentError> {
+        let mut pooled = self.pool.get().await?;
+        store::find_transaction(&mut pooled.conn(), id)
+            .await?
+            .filter(|t| caller.sees(t.user_id))
+            .ok_or(PaymentError::NotFound("Transaction"))
+    }
+
+    /// Refunds all or part of a charge: the new refund row.
+    pub async fn refund(
+        &self,
+        caller: Caller,
+        id: i64,
+        amount: Option<i64>,
+        reason: Option<String>,
+    ) -> Result<TransactionRow, PaymentError> {
+        let charge = self.transaction(caller, id).await?;
+        if charge.kind == "refund" {
+            return Err(PaymentError::BadRequest(
+                "A refund cannot be refunded".into(),
+            ));
+        }
+        let left = charge.amount - charge.amount_refunded;
+        if charge.status == "refunded" || left <= 0 {
+            return Err(PaymentError::Conflict(
+                "Transaction already fully refunded".into(),
+            ));
+        }
+        if !matches!(charge.status.as_str(), "succeeded" | "partially_refunded") {
+            return Err(PaymentError::BadRequest(format!(
+                "Only a succeeded charge can be refunded (this one is {})",
+                charge.status
+            )));
+        }
+        let amount = amount.unwrap_or(left);
+        if amount < 1 || amount > left {
+            return Err(PaymentError::Invalid(FieldError::new(
+                "amount",
+                format!("amount must be between 1 and {left} (what is not yet refunded)"),
+            )));
+        }
+        let stripe = self.stripe()?;
+        let known = reason
+            .as_deref()
+            .filter(|r| REFUND_REASONS.contains(r))
+            .map(str::to_owned);
+        let refund = stripe
+            .create_refund(
+                &RefundParams {
+                    payment_intent: charge.payment_intent_id.clone(),
+                    charge: if charge.payment_intent_id.is_none() {
+                        charge.charge_id.clone()
+                    } else {
+                        None
+                    },
+                    amount: Some(amount),
+                    reason: known,
+                    metadata: Vec::new(),
+                },
+                &idempotency_key(),
+            )
+            .await?;
+        let row = write_tx!(&self.pool, PaymentError, |tx| {
+            let Some(mut parent) = store::find_transaction(tx, charge.id).await? else {
+                return Err(PaymentError::NotFound("Transaction"));
+            };
+            if let Some(existing) = store::find_by_provider_id(tx, &refund.id).await? {
+                return Ok(existing); // the charge.refunded event was faster
+            }
+            let now = now();
+            parent.amount_refunded = (parent.amount_refunded + refund.amount).min(parent.amount);
+            parent.status = if parent.amount_refunded >= parent.amount {
+                "refunded".into()
+            } else {
+                "partially_refunded".into()
+            };
+            parent.updated_at = now;
+            store::save_transaction(tx, &parent).await?;
+            let new = NewTransaction {
+                user_id: parent.user_id,
+                provider_customer_id: parent.provider_customer_id.clone(),
+                kind: "refund".to_owned(),
+                status: refund.status.clone(),
+                amount: refund.amount,
+                amount_refunded: 0,
+                currency: refund.currency.clone(),
+                description: reason.clone().unwrap_or_default(),
+                provider_transaction_id: refund.id.clone(),
+                payment_intent_id: parent.payment_intent_id.clone(),
+                charge_id: parent.charge_id.clone(),
+                parent_id: Some(parent.id),
+                created_at: now,
+                updated_at: now,
+            };
+            Ok(store::insert_transaction(tx, &new).await?)
+        })?;
+        Ok(row)
+    }
+
+    pub async fn subscriptions(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+    ) -> Result<Vec<SubscriptionRow>, PaymentError> {
+        let mut pooled = self.pool.get().await?;
+        Ok(store::list_subscriptions(&mut pooled.conn(), caller.user(), status).await?)
+    }
+
+    /// Asks Stripe to cancel at the period's end; the row as updated.
+    pub async fn cancel(&self, caller: Caller, id: i64) -> Result<SubscriptionRow, PaymentError> {
+        let sub = {
+            let mut pooled = self.pool.get().await?;
+            store::find_subscription(&mut pooled.conn(), id)
+                .await?
+                .filter(|s| caller.sees(s.user_id))
+                .ok_or(PaymentError::NotFound("Subscription"))?
+        };
+        let stripe = self.stripe()?;
+        stripe
+            .cancel_at_period_end(&sub.provider_subscription_id, &idempotency_key())
+            .await?;
+        let mut pooled = self.pool.get().await?;
+        let mut conn = pooled.conn();
+        let mut updated = sub;
+        updated.cancel_at_period_end = true;
+        updated.updated_at = now();
+        store::put_subscription(&mut conn, &updated).await?;
+        Ok(updated)
+    }
+
+    pub async fn disputes(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+    ) -> Result<Vec<DisputeRow>, PaymentError> {
+        let statuses: Option<Vec<&str>> = match status {
+            None => None,
+            Some("open") => Some(OPEN_DISPUTES.to_vec()),
+            Some(one) => Some(vec![one]),
+        };
+        let mut pooled = self.pool.get().await?;
+        Ok(store::list_disputes(&mut pooled.conn(), caller.user(), statuses.as_deref()).await?)
+    }
+
+    pub async fn dispute(&self, caller: Caller, id: i64) -> Result<DisputeRow, PaymentError> {
+        let mut pooled = self.pool.get().await?;
+        let mut conn = pooled.conn();
+        let dispute = store::find_dispute(&mut conn, id)
+            .await?
+            .ok_or(PaymentError::NotFound("Dispute"))?;
+        let owner = match dispute.transaction_id {
+            Some(t) => store::find_transaction(&mut conn, t)
+                .await?
+                .and_then(|t| t.user_id),
+            None => None,
+        };
+        if caller.sees(owner) {
+            Ok(dispute)
+        } else {
+            Err(PaymentError::NotFound("Dispute"))
+        }
+    }
+
+    pub async fn summary(&self) -> Result<Summary, PaymentError> {
+        let mut pooled = self.pool.get().await?;
+        let mut conn = pooled.conn();
+        let (total_transactions, total_revenue_cents) = store::totals(&mut conn).await?;
+        let active_subscriptions = store::count_active_subscriptions(&mut conn).await?;
+        Ok(Summary {
+            is_test_mode: self.config.is_test_mode(),
+            enabled: self.stripe.is_some(),
+            total_transactions,
+            total_revenue_cents,
+            active_subscriptions,
+        })
+    }
+
+    /// Forgets processed event ids older than Stripe's retry window (3 days): the cleanup task.
+    pub async fn forget_old_events(&self) -> Result<usize, PaymentError> {
+        let before = now() - chrono::Duration::days(3);
+        let mut pooled = self.pool.get().await?;
+        Ok(store::forget_events(&mut pooled.conn(), before).await?)
+    }
+}

@@ -1,0 +1,546 @@
+//! Every SQL query of the payment module.
+
+use chrono::NaiveDateTime;
+use diesel::{
+    BoolExpressionMethods, ExpressionMethods, Insertable, NullableExpressionMethods,
+    OptionalExtension, QueryDsl, QueryResult, Queryable, Selectable, SelectableHelper,
+};
+use kernel::{DbConn, with_conn};
+
+use crate::schema::{
+    payment_customers, payment_disputes, payment_events, payment_subscriptions,
+    payment_transactions,
+};
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = payment_transactions)]
+pub struct TransactionRow {
+    pub id: i64,
+    pub user_id: Option<i64>,
+    pub provider_customer_id: Option<String>,
+    pub kind: String,
+    pub status: String,
+    pub amount: i64,
+    pub amount_refunded: i64,
+    pub currency: String,
+    pub description: String,
+    pub provider_transaction_id: String,
+    pub payment_intent_id: Option<String>,
+    pub charge_id: Option<String>,
+    pub parent_id: Option<i64>,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+}
+
+#[derive(Debug, Clone, Insertable)]
+#[diesel(table_name = payment_transactions)]
+pub struct NewTransaction {
+    pub user_id: Option<i64>,
+    pub provider_customer_id: Option<String>,
+    pub kind: String,
+    pub status: String,
+    pub amount: i64,
+    pub amount_refunded: i64,
+    pub currency: String,
+    pub description: String,
+    pub provider_transaction_id: String,
+    pub payment_intent_id: Option<String>,
+    pub charge_id: Option<String>,
+    pub parent_id: Option<i64>,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+}
+
+#[derive(Debug, Clone, Queryable, Selectable, Insertable)]
+#[diesel(table_name = payment_subscriptions)]
+pub struct SubscriptionRow {
+    #[diesel(skip_insertion)]
+    pub id: i64,
+    pub user_id: Option<i64>,
+    pub provider_customer_id: Option<String>,
+    pub provider_subscription_id: String,
+    pub plan_name: String,
+    pub status: String,
+    pub current_period_start: Option<NaiveDateTime>,
+    pub current_period_end: Option<NaiveDateTime>,
+    pub cancel_at_period_end: bool,
+    pub event_created: i64,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+}
+
+#[derive(Debug, Clone, Queryable, Selectable, Insertable)]
+#[diesel(table_name = payment_disputes)]
+pub struct DisputeRow {
+    #[diesel(skip_insertion)]
+    pub id: i64,
+    pub transaction_id: Option<i64>,
+    pub provider_dispute_id: String,
+    pub charge_id: Option<String>,
+    pub payment_intent_id: Option<String>,
+    pub status: String,
+    pub reason: String,
+    pub amount: i64,
+    pub currency: String,
+    pub evidence_due_by: Option<NaiveDateTime>,
+    pub event_type: String,
+    pub event_created: i64,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events
+
+/// Records an event id; `false` when it was processed before.
+pub async fn claim_event(
+    conn: &mut DbConn<'_>,
+    id: &str,
+    kind: &str,
+    now: NaiveDateTime,
+) -> QueryResult<bool> {
+    with_conn!(conn, |c| {
+        diesel::insert_into(payment_events::table)
+            .values((
+                payment_events::id.eq(id),
+                payment_events::event_type.eq(kind),
+                payment_events::processed_at.eq(now),
+            ))
+            .on_conflict_do_nothing()
+            .execute(c)
+            .await
+            .map(|n| n == 1)
+    })
+}
+
+/// Forgets processed event ids older than `before`; how many.
+pub async fn forget_events(conn: &mut DbConn<'_>, before: NaiveDateTime) -> QueryResult<usize> {
+    with_conn!(conn, |c| {
+        diesel::delete(payment_events::table.filter(payment_events::processed_at.lt(before)))
+            .execute(c)
+            .await
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Customers
+
+/// The user of a Stripe customer, if the customer is known and has one.
+pub async fn customer(
+    conn: &mut DbConn<'_>,
+    provider_customer_id: &str,
+) -> QueryResult<Option<Option<i64>>> {
+    with_conn!(conn, |c| {
+        payment_customers::table
+            .filter(payment_customers::provider_customer_id.eq(provider_customer_id))
+            .select(payment_customers::user_id)
+            .get_result(c)
+            .await
+            .optional()
+    })
+}
+
+/// The Stripe customer of a user, if one was created.
+pub async fn customer_of_user(conn: &mut DbConn<'_>, user_id: i64) -> QueryResult<Option<String>> {
+    with_conn!(conn, |c| {
+        payment_customers::table
+            .filter(payment_customers::user_id.eq(user_id))
+            .select(payment_customers::provider_customer_id)
+            .first(c)
+            .await
+            .optional()
+    })
+}
+
+/// Creates the customer row, or gives it a user it lacks.
+pub async fn upsert_customer(
+    conn: &mut DbConn<'_>,
+    provider_customer_id: &str,
+    user_id: Option<i64>,
+    email: Option<&str>,
+    now: NaiveDateTime,
+) -> QueryResult<()> {
+    match customer(conn, provider_customer_id).await? {
+        Some(Some(_)) => Ok(()),
+        Some(None) if user_id.is_none() => Ok(()),
+        Some(None) => with_conn!(conn, |c| {
+            diesel::update(
+                payment_customers::table
+                    .filter(payment_customers::provider_customer_id.eq(provider_customer_id)),
+            )
+            .set((
+                payment_customers::user_id.eq(user_id),
+                payment_customers::updated_at.eq(now),
+            ))
+            .execute(c)
+            .await
+            .map(drop)
+        }),
+        None => with_conn!(conn, |c| {
+            diesel::insert_into(payment_customers::table)
+                .values((
+                    payment_customers::user_id.eq(user_id),
+                    payment_customers::provider_customer_id.eq(provider_customer_id),
+                    payment_customers::email.eq(email),
+                    payment_customers::created_at.eq(now),
+                    payment_customers::updated_at.eq(now),
+                ))
+                .execute(c)
+                .await
+                .map(drop)
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transactions
+
+pub async fn find_transaction(
+    conn: &mut DbConn<'_>,
+    id: i64,
+) -> QueryResult<Option<TransactionRow>> {
+    with_conn!(conn, |c| {
+        payment_transactions::table
+            .find(id)
+            .select(TransactionRow::as_select())
+            .get_result(c)
+            .await
+            .optional()
+    })
+}
+
+/// The charge known by either id.
+pub async fn find_charge(
+    conn: &mut DbConn<'_>,
+    payment_intent: Option<&str>,
+    charge: Option<&str>,
+) -> QueryResult<Option<TransactionRow>> {
+    let (pi, ch) = (payment_intent.unwrap_or(""), charge.unwrap_or(""));
+    with_conn!(conn, |c| {
+        payment_transactions::table
+            .filter(payment_transactions::kind.eq("charge"))
+            .filter(
+                payment_transactions::payment_intent_id
+                    .eq(pi)
+                    .or(payment_transactions::charge_id.eq(ch))
+                    .or(payment_transactions::provider_transaction_id.eq(pi)),
+            )
+            .select(TransactionRow::as_select())
+            .first(c)
+            .await
+            .optional()
+    })
+}
+
+pub async fn find_by_provider_id(
+    conn: &mut DbConn<'_>,
+    provider_transaction_id: &str,
+) -> QueryResult<Option<TransactionRow>> {
+    with_conn!(conn, |c| {
+        payment_transactions::table
+            .filter(payment_transactions::provider_transaction_id.eq(provider_transaction_id))
+            .select(TransactionRow::as_select())
+            .get_result(c)
+            .await
+            .optional()
+    })
+}
+
+pub async fn insert_transaction(
+    conn: &mut DbConn<'_>,
+    new: &NewTransaction,
+) -> QueryResult<TransactionRow> {
+    with_conn!(conn, |c| {
+        diesel::insert_into(payment_transactions::table)
+            .values(new)
+            .returning(TransactionRow::as_returning())
+            .get_result(c)
+            .await
+    })
+}
+
+/// Writes back a charge changed in memory.
+pub async fn save_transaction(conn: &mut DbConn<'_>, row: &TransactionRow) -> QueryResult<()> {
+    with_conn!(conn, |c| {
+        diesel::update(payment_transactions::table.find(row.id))
+            .set((
+                payment_transactions::user_id.eq(row.user_id),
+                payment_transactions::provider_customer_id.eq(&row.provider_customer_id),
+                payment_transactions::status.eq(&row.status),
+                payment_transactions::amount.eq(row.amount),
+                payment_transactions::amount_refunded.eq(row.amount_refunded),
+                payment_transactions::currency.eq(&row.currency),
+                payment_transactions::description.eq(&row.description),
+                payment_transactions::payment_intent_id.eq(&row.payment_intent_id),
+                payment_transactions::charge_id.eq(&row.charge_id),
+                payment_transactions::updated_at.eq(row.updated_at),
+            ))
+            .execute(c)
+            .await
+            .map(drop)
+    })
+}
+
+/// One page of transactions, newest first, and the number that match.
+pub async fn list_transactions(
+    conn: &mut DbConn<'_>,
+    user_id: Option<i64>,
+    status: Option<&str>,
+    offset: i64,
+    limit: i64,
+) -> QueryResult<(Vec<TransactionRow>, i64)> {
+    macro_rules! filtered {
+        () => {{
+            let mut query = payment_transactions::table.into_boxed();
+            if let Some(user_id) = user_id {
+                query = query.filter(payment_transactions::user_id.eq(user_id));
+            }
+            if let Some(status) = status {
+                query = query.filter(payment_transactions::status.eq(status));
+            }
+            query
+        }};
+    }
+    with_conn!(conn, |c| {
+        let rows = filtered!()
+            .order((
+                payment_transactions::created_at.desc(),
+                payment_transactions::id.desc(),
+            ))
+            .offset(offset)
+            .limit(limit)
+            .select(TransactionRow::as_select())
+            .load(c)
+            .await?;
+        let total = filtered!().count().get_result(c).await?;
+        Ok((rows, total))
+    })
+}
+
+/// (all transactions, succeeded-and-refunded charges' amount minus refunds).
+pub async fn totals(conn: &mut DbConn<'_>) -> QueryResult<(i64, i64)> {
+    with_conn!(conn, |c| {
+        let total: i64 = payment_transactions::table.count().get_result(c).await?;
+        let charges: Vec<(i64, i64)> = payment_transactions::table
+            .filter(payment_transactions::kind.eq("charge"))
+            .filter(payment_transactions::status.eq_any([
+                "succeeded",
+                "partially_refunded",
+                "refunded",
+            ]))
+            .select((
+                payment_transactions::amount,
+                payment_transactions::amount_refunded,
+            ))
+            .load(c)
+            .await?;
+        Ok((total, charges.iter().map(|(a, r)| a - r).sum()))
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Subscriptions
+
+pub async fn find_subscription_by_provider_id(
+    conn: &mut DbConn<'_>,
+    provider_subscription_id: &str,
+) -> QueryResult<Option<SubscriptionRow>> {
+    with_conn!(conn, |c| {
+        payment_subscriptions::table
+            .filter(payment_subscriptions::provider_subscription_id.eq(provider_subscription_id))
+            .select(SubscriptionRow::as_select())
+            .get_result(c)
+            .await
+            .optional()
+    })
+}
+
+pub async fn find_subscription(
+    conn: &mut DbConn<'_>,
+    id: i64,
+) -> QueryResult<Option<SubscriptionRow>> {
+    with_conn!(conn, |c| {
+        payment_subscriptions::table
+            .find(id)
+            .select(SubscriptionRow::as_select())
+            .get_result(c)
+            .await
+            .optional()
+    })
+}
+
+/// Inserts or replaces the subscription row with the same provider id.
+pub async fn put_subscription(conn: &mut DbConn<'_>, row: &SubscriptionRow) -> QueryResult<()> {
+    match find_subscription_by_provider_id(conn, &row.provider_subscription_id).await? {
+        None => with_conn!(conn, |c| {
+            diesel::insert_into(payment_subscriptions::table)
+                .values(row)
+                .execute(c)
+                .await
+                .map(drop)
+        }),
+        Some(existing) => with_conn!(conn, |c| {
+            diesel::update(payment_subscriptions::table.find(existing.id))
+                .set((
+                    payment_subscriptions::user_id.eq(row.user_id.or(existing.user_id)),
+                    payment_subscriptions::provider_customer_id.eq(&row.provider_customer_id),
+                    payment_subscriptions::plan_name.eq(&row.plan_name),
+                    payment_subscriptions::status.eq(&row.status),
+                    payment_subscriptions::current_period_start.eq(row.current_period_start),
+                    payment_subscriptions::current_period_end.eq(row.current_period_end),
+                    payment_subscriptions::cancel_at_period_end.eq(row.cancel_at_period_end),
+                    payment_subscriptions::event_created.eq(row.event_created),
+                    payment_subscriptions::updated_at.eq(row.updated_at),
+                ))
+                .execute(c)
+                .await
+                .map(drop)
+        }),
+    }
+}
+
+pub async fn list_subscriptions(
+    conn: &mut DbConn<'_>,
+    user_id: Option<i64>,
+    status: Option<&str>,
+) -> QueryResult<Vec<SubscriptionRow>> {
+    with_conn!(conn, |c| {
+        let mut query = payment_subscriptions::table.into_boxed();
+        if let Some(user_id) = user_id {
+            query = query.filter(payment_subscriptions::user_id.eq(user_id));
+        }
+        if let Some(status) = status {
+            query = query.filter(payment_subscriptions::status.eq(status));
+        }
+        query
+            .order(payment_subscriptions::id.desc())
+            .select(SubscriptionRow::as_select())
+            .load(c)
+            .await
+    })
+}
+
+pub async fn count_active_subscriptions(conn: &mut DbConn<'_>) -> QueryResult<i64> {
+    with_conn!(conn, |c| {
+        payment_subscriptions::table
+            .filter(payment_subscriptions::status.eq_any(["active", "trialing"]))
+            .count()
+            .get_result(c)
+            .await
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Disputes
+
+pub async fn find_dispute_by_provider_id(
+    conn: &mut DbConn<'_>,
+    provider_dispute_id: &str,
+) -> QueryResult<Option<DisputeRow>> {
+    with_conn!(conn, |c| {
+        payment_disputes::table
+            .filter(payment_disputes::provider_dispute_id.eq(provider_dispute_id))
+            .select(DisputeRow::as_select())
+            .get_result(c)
+            .await
+            .optional()
+    })
+}
+
+pub async fn find_dispute(conn: &mut DbConn<'_>, id: i64) -> QueryResult<Option<DisputeRow>> {
+    with_conn!(conn, |c| {
+        payment_disputes::table
+            .find(id)
+            .select(DisputeRow::as_select())
+            .get_result(c)
+            .await
+            .optional()
+    })
+}
+
+/// Inserts or replaces the dispute row with the same provider id.
+pub async fn put_dispute(conn: &mut DbConn<'_>, row: &DisputeRow) -> QueryResult<()> {
+    match find_dispute_by_provider_id(conn, &row.provider_dispute_id).await? {
+        None => with_conn!(conn, |c| {
+            diesel::insert_into(payment_disputes::table)
+                .values(row)
+                .execute(c)
+                .await
+                .map(drop)
+        }),
+        Some(existing) => with_conn!(conn, |c| {
+            diesel::update(payment_disputes::table.find(existing.id))
+                .set((
+                    payment_disputes::transaction_id
+                        .eq(row.transaction_id.or(existing.transaction_id)),
+                    payment_disputes::charge_id.eq(row.charge_id.clone().or(existing.charge_id)),
+                    payment_disputes::payment_intent_id
+                        .eq(row.payment_intent_id.clone().or(existing.payment_intent_id)),
+                    payment_disputes::status.eq(&row.status),
+                    payment_disputes::reason.eq(&row.reason),
+                    payment_disputes::amount.eq(row.amount),
+                    payment_disputes::currency.eq(&row.currency),
+                    payment_disputes::evidence_due_by.eq(row.evidence_due_by),
+                    payment_disputes::event_type.eq(&row.event_type),
+                    payment_disputes::event_created.eq(row.event_created),
+                    payment_disputes::updated_at.eq(row.updated_at),
+                ))
+                .execute(c)
+                .await
+                .map(drop)
+        }),
+    }
+}
+
+/// Links disputes stored before their transaction was known.
+pub async fn link_disputes(
+    conn: &mut DbConn<'_>,
+    transaction_id: i64,
+    payment_intent: Option<&str>,
+    charge: Option<&str>,
+) -> QueryResult<()> {
+    let (pi, ch) = (payment_intent.unwrap_or(""), charge.unwrap_or(""));
+    with_conn!(conn, |c| {
+        diesel::update(
+            payment_disputes::table
+                .filter(payment_disputes::transaction_id.is_null())
+                .filter(
+                    payment_disputes::payment_intent_id
+                        .eq(pi)
+                        .or(payment_disputes::charge_id.eq(ch)),
+                ),
+        )
+        .set(payment_disputes::transaction_id.eq(transaction_id))
+        .execute(c)
+        .await
+        .map(drop)
+    })
+}
+
+/// Disputes, newest first; `user_id` keeps those of the user's transactions.
+pub async fn list_disputes(
+    conn: &mut DbConn<'_>,
+    user_id: Option<i64>,
+    statuses: Option<&[&str]>,
+) -> QueryResult<Vec<DisputeRow>> {
+    with_conn!(conn, |c| {
+        let mut query = payment_disputes::table.into_boxed();
+        if let Some(user_id) = user_id {
+            query = query.filter(
+                payment_disputes::transaction_id.eq_any(
+                    payment_transactions::table
+                        .filter(payment_transactions::user_id.eq(user_id))
+                        .select(payment_transactions::id.nullable()),
+                ),
+            );
+        }
+        if let Some(statuses) = statuses {
+            query = query.filter(payment_disputes::status.eq_any(statuses.to_vec()));
+        }
+        query
+            .order(payment_disputes::id.desc())
+            .select(DisputeRow::as_select())
+            .load(c)
+            .await
+    })
+}

@@ -1,0 +1,7 @@
+//! Stripe over its REST API (form-encoded requests, JSON answers) on the shared `reqwest::Client`,
+//! and the verification of its webhook signatures.
+
+mod client;
+pub mod signature;
+
+pub use client::{CheckoutParams, CheckoutSession, Refund, RefundParams, Stripe, StripeError};
