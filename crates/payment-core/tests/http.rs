@@ -124,6 +124,9 @@ kernel::backend_tests! {
     a_subscription_is_created_paid_and_cancelled,
     webhook_deliveries_are_verified_and_processed_once,
     out_of_order_and_repeated_events_end_in_the_same_rows,
+    disputes_and_fraud_warnings_follow_the_mapping,
+    a_subscription_update_before_its_creation_keeps_the_newer_state,
+    a_database_failure_mid_event_is_a_500_and_the_retry_succeeds,
 }
 
 async fn a_paid_checkout_is_the_payers_transaction_only(db: TestDb) {
@@ -444,4 +447,278 @@ async fn out_of_order_and_repeated_events_end_in_the_same_rows(db: TestDb) {
         charges(&in_order),
         "{replayed} vs {in_order}"
     );
+}
+
+/// Posts `event` signed as Stripe signs it.
+async fn send_event(c: &Ctx, event: Value) -> (u16, Value) {
+    let body = event.to_string();
+    let secret = c.sim.config().stripe_webhook_secret.clone();
+    let signature = provider_sim::signing::stripe_header(
+        &secret,
+        chrono::Utc::now().timestamp(),
+        body.as_bytes(),
+    );
+    let res = c
+        .server
+        .client
+        .post(c.server.url("/api/v1/payment/webhook"))
+        .header("stripe-signature", signature)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    (res.status().as_u16(), res.json().await.unwrap())
+}
+
+fn event(id: &str, kind: &str, created: i64, object: Value) -> Value {
+    json!({"id": id, "object": "event", "type": kind, "created": created, "data": {"object": object}})
+}
+
+async fn disputes_and_fraud_warnings_follow_the_mapping(db: TestDb) {
+    let c = start(&db, |_| {}).await;
+    c.pay(ALICE, "payment", "price_one_time").await;
+    let (_, list) = c.call("GET", "/transactions", Some(ALICE), None).await;
+    let tx = list["transactions"][0]["id"].as_i64().unwrap();
+    let pi = list["transactions"][0]["provider_transaction_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let charge = c.sim.stripe_object(&pi).unwrap()["latest_charge"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let warning = json!({"id": "issfr_1", "charge": charge, "payment_intent": pi,
+                         "fraud_type": "made_with_stolen_card", "actionable": true});
+    assert_eq!(
+        send_event(
+            &c,
+            event("evt_w1", "radar.early_fraud_warning.created", 100, warning)
+        )
+        .await
+        .0,
+        200
+    );
+    let dispute = |status: &str| {
+        json!({"id": "dp_1", "charge": charge, "amount": 2000, "currency": "usd",
+               "reason": "fraudulent", "status": status, "evidence_details": {"due_by": 1_900_000_000}})
+    };
+    for (id, kind, created, status) in [
+        (
+            "evt_d1",
+            "charge.dispute.created",
+            200,
+            "warning_needs_response",
+        ),
+        ("evt_d2", "charge.dispute.updated", 300, "needs_response"),
+        // An older state delivered late changes nothing.
+        ("evt_d3", "charge.dispute.updated", 250, "under_review"),
+    ] {
+        assert_eq!(
+            send_event(&c, event(id, kind, created, dispute(status)))
+                .await
+                .0,
+            200
+        );
+    }
+    let (_, open) = c
+        .call("GET", "/disputes?status=open", Some(ALICE), None)
+        .await;
+    let statuses: Vec<&str> = open["disputes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["needs_response", "warning_issued"], "{open}");
+    let fraud = &open["disputes"][1];
+    assert_eq!(
+        (
+            fraud["reason"].as_str(),
+            fraud["transaction_id"].as_i64(),
+            fraud["amount"].as_i64()
+        ),
+        (Some("made_with_stolen_card"), Some(tx), Some(2000))
+    );
+    send_event(
+        &c,
+        event("evt_d4", "charge.dispute.closed", 400, dispute("lost")),
+    )
+    .await;
+    let warning_closed = json!({"id": "dp_2", "charge": charge, "amount": 500, "currency": "usd",
+                                "reason": "general", "status": "warning_closed"});
+    send_event(
+        &c,
+        event("evt_d5", "charge.dispute.closed", 500, warning_closed),
+    )
+    .await;
+    let (_, all) = c.call("GET", "/disputes", Some(ALICE), None).await;
+    let mut statuses: Vec<&str> = all["disputes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["status"].as_str().unwrap())
+        .collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, ["lost", "warning_closed", "warning_issued"]);
+    let lost = all["disputes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["status"] == "lost")
+        .unwrap();
+    assert_eq!(lost["event_type"], "charge.dispute.closed");
+    let id = lost["id"].as_i64().unwrap();
+    assert_eq!(
+        c.call("GET", &format!("/disputes/{id}"), Some(ALICE), None)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        c.call("GET", &format!("/disputes/{id}"), Some(BOB), None)
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        c.call("GET", "/disputes", Some(BOB), None).await.1["total"],
+        0
+    );
+    // A dispute of an unknown charge is stored, linked to nothing.
+    let orphan = json!({"id": "dp_3", "charge": "ch_unknown", "amount": 100, "currency": "usd",
+                        "reason": "general", "status": "needs_response"});
+    assert_eq!(
+        send_event(&c, event("evt_d6", "charge.dispute.created", 600, orphan))
+            .await
+            .0,
+        200
+    );
+}
+
+async fn a_subscription_update_before_its_creation_keeps_the_newer_state(db: TestDb) {
+    let c = start(&db, |_| {}).await;
+    let sub = |status: &str| {
+        json!({"id": "sub_1", "customer": "cus_1", "status": status, "cancel_at_period_end": false,
+               "metadata": {"user_id": "1"},
+               "items": {"data": [{"current_period_start": 1_800_000_000, "current_period_end": 1_802_592_000,
+                                   "price": {"id": "price_monthly", "nickname": "Monthly"}}]}})
+    };
+    assert_eq!(
+        send_event(
+            &c,
+            event(
+                "evt_s2",
+                "customer.subscription.updated",
+                200,
+                sub("past_due")
+            )
+        )
+        .await
+        .0,
+        200
+    );
+    assert_eq!(
+        send_event(
+            &c,
+            event(
+                "evt_s1",
+                "customer.subscription.created",
+                100,
+                sub("active")
+            )
+        )
+        .await
+        .0,
+        200
+    );
+    let (_, subs) = c.call("GET", "/subscriptions", Some(ALICE), None).await;
+    assert_eq!(subs["total"], 1, "{subs}");
+    assert_eq!(
+        (
+            subs["subscriptions"][0]["status"].as_str(),
+            subs["subscriptions"][0]["plan_name"].as_str()
+        ),
+        (Some("past_due"), Some("Monthly"))
+    );
+    // Stripe statuses outside the six are mapped.
+    send_event(
+        &c,
+        event(
+            "evt_s3",
+            "customer.subscription.updated",
+            300,
+            sub("paused"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        c.call("GET", "/subscriptions", Some(ALICE), None).await.1["subscriptions"][0]["status"],
+        "unpaid"
+    );
+    send_event(
+        &c,
+        event(
+            "evt_s4",
+            "customer.subscription.deleted",
+            400,
+            sub("active"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        c.call("GET", "/subscriptions?status=canceled", Some(ALICE), None)
+            .await
+            .1["total"],
+        1
+    );
+}
+
+/// Runs `sql` on the test database.
+async fn execute(db: &TestDb, sql: &str) {
+    use kernel::diesel_async::SimpleAsyncConnection;
+    let pool = kernel::DbPool::connect(&db.url, 1).await.unwrap();
+    let mut pooled = pool.get().await.unwrap();
+    match pooled.conn() {
+        kernel::DbConn::Postgres(c) => c.batch_execute(sql).await.unwrap(),
+        kernel::DbConn::Sqlite(c) => c.batch_execute(sql).await.unwrap(),
+    }
+}
+
+async fn a_database_failure_mid_event_is_a_500_and_the_retry_succeeds(db: TestDb) {
+    let c = start(&db, |_| {}).await;
+    // Inserting a transaction fails while `fail_next` holds a row.
+    let trigger = match db.backend {
+        kernel::db::Backend::Postgres => {
+            "CREATE TABLE fail_next (x INT);
+             CREATE FUNCTION fail_if_flagged() RETURNS trigger AS $$ BEGIN
+               IF EXISTS (SELECT 1 FROM fail_next) THEN RAISE EXCEPTION 'injected failure'; END IF;
+               RETURN NEW; END $$ LANGUAGE plpgsql;
+             CREATE TRIGGER fail_insert BEFORE INSERT ON payment_transactions
+               FOR EACH ROW EXECUTE FUNCTION fail_if_flagged();
+             INSERT INTO fail_next VALUES (1);"
+        }
+        kernel::db::Backend::Sqlite => {
+            "CREATE TABLE fail_next (x INT);
+             CREATE TRIGGER fail_insert BEFORE INSERT ON payment_transactions
+               WHEN EXISTS (SELECT 1 FROM fail_next) BEGIN SELECT RAISE(ABORT, 'injected failure'); END;
+             INSERT INTO fail_next VALUES (1);"
+        }
+    };
+    execute(&db, trigger).await;
+    let paid = json!({"id": "pi_1", "amount": 1200, "currency": "usd", "customer": "cus_9",
+                      "latest_charge": "ch_1", "metadata": {"user_id": "1"}});
+    let delivery = event("evt_fail_1", "payment_intent.succeeded", 100, paid);
+    let (status, body) = send_event(&c, delivery.clone()).await;
+    assert_eq!(
+        (status, body["detail"].as_str()),
+        (500, Some("Internal server error"))
+    );
+    execute(&db, "DELETE FROM fail_next").await;
+    // Stripe's retry: processed (not a duplicate), and the rows exist once.
+    let (status, body) = send_event(&c, delivery.clone()).await;
+    assert_eq!((status, body.get("duplicate")), (200, None), "{body}");
+    assert_eq!(send_event(&c, delivery).await.1["duplicate"], true);
+    let (_, list) = c.call("GET", "/transactions", Some(ALICE), None).await;
+    assert_eq!(list["total"], 1, "{list}");
+    assert_eq!(list["transactions"][0]["status"], "succeeded");
 }
