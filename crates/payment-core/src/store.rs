@@ -281,6 +281,21 @@ pub async fn save_transaction(conn: &mut DbConn<'_>, row: &TransactionRow) -> Qu
     })
 }
 
+/// Gives a charge's refunds its user when they were stored before it had one.
+pub async fn adopt_refunds(conn: &mut DbConn<'_>, parent_id: i64, user_id: i64) -> QueryResult<()> {
+    with_conn!(conn, |c| {
+        diesel::update(
+            payment_transactions::table
+                .filter(payment_transactions::parent_id.eq(parent_id))
+                .filter(payment_transactions::user_id.is_null()),
+        )
+        .set(payment_transactions::user_id.eq(user_id))
+        .execute(c)
+        .await
+        .map(drop)
+    })
+}
+
 /// One page of transactions, newest first, and the number that match.
 pub async fn list_transactions(
     conn: &mut DbConn<'_>,

@@ -130,6 +130,9 @@ async fn upsert_charge(
             }
             row.updated_at = now;
             store::save_transaction(tx, &row).await?;
+            if let Some(user) = row.user_id {
+                store::adopt_refunds(tx, row.id, user).await?;
+            }
             row
         }
         None => {

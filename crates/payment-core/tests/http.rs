@@ -127,6 +127,7 @@ kernel::backend_tests! {
     disputes_and_fraud_warnings_follow_the_mapping,
     a_subscription_update_before_its_creation_keeps_the_newer_state,
     a_database_failure_mid_event_is_a_500_and_the_retry_succeeds,
+    a_thousand_events_shuffled_and_repeated_end_as_in_order,
 }
 
 async fn a_paid_checkout_is_the_payers_transaction_only(db: TestDb) {
@@ -721,4 +722,138 @@ async fn a_database_failure_mid_event_is_a_500_and_the_retry_succeeds(db: TestDb
     let (_, list) = c.call("GET", "/transactions", Some(ALICE), None).await;
     assert_eq!(list["total"], 1, "{list}");
     assert_eq!(list["transactions"][0]["status"], "succeeded");
+}
+
+/// Every row the caller can see, as sortable lines.
+async fn snapshot(c: &Ctx) -> Vec<String> {
+    let (_, t) = c
+        .call(
+            "GET",
+            "/transactions?page_size=100&page=1",
+            Some(ALICE),
+            None,
+        )
+        .await;
+    let (_, t2) = c
+        .call(
+            "GET",
+            "/transactions?page_size=100&page=2",
+            Some(ALICE),
+            None,
+        )
+        .await;
+    let (_, t3) = c
+        .call(
+            "GET",
+            "/transactions?page_size=100&page=3",
+            Some(ALICE),
+            None,
+        )
+        .await;
+    let mut rows: Vec<String> = [t, t2, t3]
+        .iter()
+        .flat_map(|p| p["transactions"].as_array().unwrap().clone())
+        .map(|r| {
+            format!(
+                "{} {} {} {}",
+                r["provider_transaction_id"], r["type"], r["status"], r["amount"]
+            )
+        })
+        .collect();
+    let (_, d) = c.call("GET", "/disputes", Some(ALICE), None).await;
+    rows.extend(
+        d["disputes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| format!("{} {}", r["provider_dispute_id"], r["status"])),
+    );
+    let (_, s) = c.call("GET", "/subscriptions", Some(ALICE), None).await;
+    rows.extend(
+        s["subscriptions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| format!("{} {}", r["provider_subscription_id"], r["status"])),
+    );
+    rows.sort();
+    rows
+}
+
+/// 1,000 events for 100 payments (intent succeeded, session completed, partial refunds, a dispute
+/// opened and closed, subscription updates), delivered in order to one server and shuffled with
+/// every event twice to another: the two end with the same rows.
+async fn a_thousand_events_shuffled_and_repeated_end_as_in_order(db: TestDb) {
+    let mut events = Vec::new();
+    for n in 0..100 {
+        let (pi, ch, cus) = (format!("pi_{n}"), format!("ch_{n}"), format!("cus_{n}"));
+        let t = 1000 * n;
+        events.push(event(&format!("evt_{n}_1"), "payment_intent.succeeded", t,
+            json!({"id": pi, "amount": 1000, "currency": "usd", "customer": cus, "latest_charge": ch})));
+        events.push(event(&format!("evt_{n}_2"), "checkout.session.completed", t + 1,
+            json!({"id": format!("cs_{n}"), "mode": "payment", "payment_status": "paid", "payment_intent": pi,
+                   "customer": cus, "client_reference_id": "1", "amount_total": 1000, "currency": "usd"})));
+        for (i, refunded) in [(3, 300), (4, 1000)] {
+            let refunds: Vec<Value> = (0..(i - 2))
+                .map(|r| {
+                    json!({"id": format!("re_{n}_{r}"),
+                "amount": if r == 0 { 300 } else { 700 }, "currency": "usd", "status": "succeeded"})
+                })
+                .collect();
+            events.push(event(
+                &format!("evt_{n}_{i}"),
+                "charge.refunded",
+                t + i,
+                json!({"id": ch, "payment_intent": pi, "amount": 1000, "amount_refunded": refunded,
+                       "refunded": refunded == 1000, "currency": "usd", "customer": cus,
+                       "refunds": {"data": refunds}}),
+            ));
+        }
+        for (i, status) in [
+            (5, "warning_needs_response"),
+            (6, "needs_response"),
+            (7, "won"),
+        ] {
+            events.push(event(
+                &format!("evt_{n}_{i}"),
+                "charge.dispute.updated",
+                t + i,
+                json!({"id": format!("dp_{n}"), "charge": ch, "amount": 1000, "currency": "usd",
+                       "reason": "general", "status": status}),
+            ));
+        }
+        for (i, status) in [(8, "trialing"), (9, "active"), (10, "past_due")] {
+            events.push(event(&format!("evt_{n}_{i}"), "customer.subscription.updated", t + i,
+                json!({"id": format!("sub_{n}"), "customer": cus, "status": status,
+                       "metadata": {"user_id": "1"}, "items": {"data": [{"price": {"id": "price_monthly"}}]}})));
+        }
+    }
+    assert_eq!(events.len(), 1000);
+    let in_order = start(&db, |_| {}).await;
+    for e in &events {
+        assert_eq!(send_event(&in_order, e.clone()).await.0, 200);
+    }
+    let expected = snapshot(&in_order).await;
+    assert_eq!(
+        expected.len(),
+        100 * 3 + 100 + 100,
+        "charges, refunds, disputes, subscriptions"
+    );
+    let other_db = TestDb::sqlite().await;
+    let shuffled = start(&other_db, |_| {}).await;
+    // A fixed shuffle (a multiplicative step through the list), every event twice.
+    let mut order: Vec<&Value> = (0..events.len())
+        .map(|i| &events[(i * 617) % events.len()])
+        .collect();
+    order.extend(events.iter().rev());
+    for e in order {
+        assert_eq!(send_event(&shuffled, e.clone()).await.0, 200);
+    }
+    let got = snapshot(&shuffled).await;
+    let missing: Vec<&String> = expected.iter().filter(|r| !got.contains(r)).collect();
+    let extra: Vec<&String> = got.iter().filter(|r| !expected.contains(r)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing {missing:?}, extra {extra:?}"
+    );
 }
