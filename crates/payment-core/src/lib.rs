@@ -2,6 +2,7 @@
 //! webhook events write, refunds and cancels, each user seeing only their own rows. Mounted at
 //! `/api/v1/payment`, with the built-in return pages at `/payment/success` and `/payment/cancel`.
 
+pub mod cli;
 pub mod config;
 mod error;
 mod http;
@@ -48,6 +49,10 @@ impl BuildModule for PaymentModule {
 
     fn migrations() -> Option<MigrationSet> {
         Some(MIGRATIONS)
+    }
+
+    fn commands() -> Vec<clap::Command> {
+        vec![cli::command()]
     }
 
     async fn build(config: PaymentConfig, deps: &Deps) -> Result<Self, ModuleError> {
@@ -125,6 +130,13 @@ impl Module for PaymentModule {
                 s.total_transactions
             )),
             Err(e) => ModuleHealth::unhealthy(format!("payment store unreachable: {e}")),
+        }
+    }
+
+    async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
+        match name {
+            cli::COMMAND => cli::run(&self.service, matches).await,
+            other => Err(format!("the payment module has no command {other}")),
         }
     }
 

@@ -152,6 +152,20 @@ pub async fn customer_of_user(conn: &mut DbConn<'_>, user_id: i64) -> QueryResul
     })
 }
 
+/// The user of the customer with this e-mail address, if any.
+pub async fn user_by_email(conn: &mut DbConn<'_>, email: &str) -> QueryResult<Option<i64>> {
+    with_conn!(conn, |c| {
+        payment_customers::table
+            .filter(payment_customers::email.eq(email))
+            .filter(payment_customers::user_id.is_not_null())
+            .select(payment_customers::user_id)
+            .first::<Option<i64>>(c)
+            .await
+            .optional()
+            .map(Option::flatten)
+    })
+}
+
 /// Creates the customer row, or gives it a user it lacks.
 pub async fn upsert_customer(
     conn: &mut DbConn<'_>,
