@@ -27,6 +27,7 @@ bench pg="":
     bash bench/reads.sh {{pg}}
     bash bench/comms.sh
     bash bench/ai.sh
+    bash bench/payment.sh {{pg}}
 
 # The provider simulator for local demos.
 sim:

@@ -234,9 +234,20 @@ impl PaymentService {
             .and_then(Value::as_str)
             .ok_or(PaymentError::InvalidPayload)?
             .to_owned();
-        let processed = write_tx!(&self.pool, PaymentError, |tx| {
-            crate::webhook::apply(tx, &event, now()).await
-        })?;
+        // Two events about one new customer or charge, applied at once, can both find no row and
+        // both insert it: the second fails on the unique key, its transaction rolls back whole,
+        // and applying it again then finds the row.
+        let mut attempt = 0;
+        let processed = loop {
+            attempt += 1;
+            let result = write_tx!(&self.pool, PaymentError, |tx| {
+                crate::webhook::apply(tx, &event, now()).await
+            });
+            match result {
+                Err(PaymentError::Db(e)) if e.is_unique_violation() && attempt < 3 => continue,
+                other => break other?,
+            }
+        };
         Ok(WebhookReceipt {
             event_type,
             duplicate: !processed,

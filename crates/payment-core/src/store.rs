@@ -223,27 +223,42 @@ pub async fn find_transaction(
     })
 }
 
-/// The charge known by either id.
+/// The charge known by either id: one indexed lookup per id (an `OR` of the three would be
+/// planned as a scan of the whole table).
 pub async fn find_charge(
     conn: &mut DbConn<'_>,
     payment_intent: Option<&str>,
     charge: Option<&str>,
 ) -> QueryResult<Option<TransactionRow>> {
-    let (pi, ch) = (payment_intent.unwrap_or(""), charge.unwrap_or(""));
-    with_conn!(conn, |c| {
-        payment_transactions::table
-            .filter(payment_transactions::kind.eq("charge"))
-            .filter(
-                payment_transactions::payment_intent_id
-                    .eq(pi)
-                    .or(payment_transactions::charge_id.eq(ch))
-                    .or(payment_transactions::provider_transaction_id.eq(pi)),
-            )
-            .select(TransactionRow::as_select())
-            .first(c)
-            .await
-            .optional()
-    })
+    if let Some(pi) = payment_intent {
+        let found = with_conn!(conn, |c| {
+            payment_transactions::table
+                .filter(payment_transactions::payment_intent_id.eq(pi))
+                .filter(payment_transactions::kind.eq("charge"))
+                .select(TransactionRow::as_select())
+                .first(c)
+                .await
+                .optional()
+        })?;
+        if found.is_some() {
+            return Ok(found);
+        }
+        if let Some(row) = find_by_provider_id(conn, pi).await? {
+            return Ok(Some(row));
+        }
+    }
+    match charge {
+        None => Ok(None),
+        Some(ch) => with_conn!(conn, |c| {
+            payment_transactions::table
+                .filter(payment_transactions::charge_id.eq(ch))
+                .filter(payment_transactions::kind.eq("charge"))
+                .select(TransactionRow::as_select())
+                .first(c)
+                .await
+                .optional()
+        }),
+    }
 }
 
 pub async fn find_by_provider_id(

@@ -128,6 +128,7 @@ kernel::backend_tests! {
     a_subscription_update_before_its_creation_keeps_the_newer_state,
     a_database_failure_mid_event_is_a_500_and_the_retry_succeeds,
     a_thousand_events_shuffled_and_repeated_end_as_in_order,
+    concurrent_events_about_one_new_customer_all_succeed,
 }
 
 async fn a_paid_checkout_is_the_payers_transaction_only(db: TestDb) {
@@ -941,4 +942,27 @@ fn tempfile_dir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("keel-replay-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// Sixteen events about one customer nobody has seen yet, delivered at once: each answers 200
+/// (two that both insert the customer row conflict on its key; the loser is applied again).
+async fn concurrent_events_about_one_new_customer_all_succeed(db: TestDb) {
+    let c = start(&db, |_| {}).await;
+    let sends = (0..16).map(|n| {
+        let paid = json!({"id": format!("pi_c{n}"), "amount": 100, "currency": "usd",
+                          "customer": "cus_race", "metadata": {"user_id": "1"}});
+        send_event(
+            &c,
+            event(&format!("evt_c{n}"), "payment_intent.succeeded", n, paid),
+        )
+    });
+    let answers = futures_util::future::join_all(sends).await;
+    assert!(
+        answers.iter().all(|(status, _)| *status == 200),
+        "{answers:?}"
+    );
+    assert_eq!(
+        c.call("GET", "/transactions", Some(ALICE), None).await.1["total"],
+        16
+    );
 }
