@@ -312,6 +312,30 @@ async fn a_subscription_is_created_paid_and_cancelled(db: TestDb) {
     );
     let (_, status_body) = c.call("GET", "/status", None, None).await;
     assert_eq!(status_body["active_subscriptions"], 1);
+    // The first invoice's payment is a charge like any other: refundable against Stripe.
+    let (_, list) = c.call("GET", "/transactions", Some(ALICE), None).await;
+    assert_eq!(list["total"], 1, "{list}");
+    let charge = &list["transactions"][0];
+    assert_eq!(
+        (charge["status"].as_str(), charge["amount"].as_i64()),
+        (Some("succeeded"), Some(1500))
+    );
+    assert!(
+        charge["provider_transaction_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("pi_")
+    );
+    let id = charge["id"].as_i64().unwrap();
+    let (status, refund) = c
+        .call(
+            "POST",
+            &format!("/refund/{id}"),
+            Some(ALICE),
+            Some(json!({"amount": 500})),
+        )
+        .await;
+    assert_eq!(status, 200, "{refund}");
 }
 
 async fn webhook_deliveries_are_verified_and_processed_once(db: TestDb) {

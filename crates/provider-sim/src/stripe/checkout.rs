@@ -123,7 +123,17 @@ fn complete(
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
-            let invoice = objects::invoice(&invoice_id, &sub, Some(&email), true, now);
+            let mut invoice = objects::invoice(&invoice_id, &sub, Some(&email), true, now);
+            // The first invoice is paid by a payment intent and its charge, which can then be
+            // refunded and disputed like a one-off payment.
+            let paid = Payment {
+                amount: invoice["amount_paid"].as_i64().unwrap_or(0),
+                ..pay
+            };
+            st.insert(objects::charge(&paid, true, now));
+            st.insert(objects::payment_intent(&paid, true, now));
+            invoice["payment_intent"] = json!(pi_id);
+            invoice["charge"] = json!(charge_id);
             st.insert(invoice.clone());
             session["payment_status"] = json!("paid");
             session["subscription"] = sub["id"].clone();
