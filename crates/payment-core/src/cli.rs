@@ -55,7 +55,7 @@ pub fn command() -> clap::Command {
 }
 
 /// Runs `keel payment <matches>`.
-pub async fn run(service: &PaymentService, matches: &ArgMatches) -> Result<(), String> {
+pub async fn run(service: &dyn PaymentService, matches: &ArgMatches) -> Result<(), String> {
     let text = |e: crate::PaymentError| e.to_string();
     match PaymentCommand::from_arg_matches(matches).map_err(|e| e.to_string())? {
         PaymentCommand::Status => {

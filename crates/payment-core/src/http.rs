@@ -16,7 +16,7 @@ use crate::service::{Caller, CheckoutRequest, PaymentService};
 use crate::store::{DisputeRow, SubscriptionRow, TransactionRow};
 
 pub struct PaymentState {
-    pub service: Arc<PaymentService>,
+    pub service: Arc<dyn PaymentService>,
 }
 
 fn caller(user: &ActiveUser) -> Caller {

@@ -26,6 +26,9 @@ use utoipa_actix_web::service_config::ServiceConfig;
 pub use config::PaymentConfig;
 pub use error::PaymentError;
 pub use service::{Caller, Checkout, CheckoutRequest, PaymentService, Summary, WebhookReceipt};
+pub use store::{DisputeRow, SubscriptionRow, TransactionRow};
+
+use service::PaymentServiceImpl;
 
 const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres/payment");
 const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite/payment");
@@ -38,7 +41,7 @@ pub const MIGRATIONS: MigrationSet = MigrationSet {
 };
 
 pub struct PaymentModule {
-    service: Arc<PaymentService>,
+    service: Arc<dyn PaymentService>,
     state: web::Data<http::PaymentState>,
     identity: web::Data<Identity>,
 }
@@ -62,7 +65,7 @@ impl BuildModule for PaymentModule {
         if config.webhook_secret.is_none() {
             tracing::warn!("every Stripe webhook is refused until STRIPE_WEBHOOK_SECRET is set");
         }
-        let service = Arc::new(PaymentService::new(
+        let service: Arc<dyn PaymentService> = Arc::new(PaymentServiceImpl::new(
             deps.pool.clone(),
             config,
             deps.http.clone(),
@@ -78,7 +81,8 @@ impl BuildModule for PaymentModule {
 }
 
 impl PaymentModule {
-    pub fn service(&self) -> Arc<PaymentService> {
+    /// The service: every operation of the module without HTTP.
+    pub fn service(&self) -> Arc<dyn PaymentService> {
         self.service.clone()
     }
 }
@@ -135,7 +139,7 @@ impl Module for PaymentModule {
 
     async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
         match name {
-            cli::COMMAND => cli::run(&self.service, matches).await,
+            cli::COMMAND => cli::run(&*self.service, matches).await,
             other => Err(format!("the payment module has no command {other}")),
         }
     }

@@ -72,7 +72,7 @@ pub struct WebhookReceipt {
 /// The dispute statuses `status=open` means.
 pub const OPEN_DISPUTES: [&str; 3] = ["warning_issued", "needs_response", "under_review"];
 
-pub struct PaymentService {
+pub(crate) struct PaymentServiceImpl {
     pool: DbPool,
     config: PaymentConfig,
     stripe: Option<Stripe>,
@@ -86,29 +86,164 @@ fn idempotency_key() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-impl PaymentService {
-    pub fn new(pool: DbPool, config: PaymentConfig, http: reqwest::Client) -> Self {
+/// Every operation of the payment module, as the HTTP handlers and the CLI use it.
+#[async_trait::async_trait]
+pub trait PaymentService: Send + Sync {
+    fn config(&self) -> &PaymentConfig;
+
+    /// Creates a Stripe checkout session; a user's first checkout creates their Stripe customer.
+    async fn checkout(
+        &self,
+        caller: Caller,
+        email: Option<String>,
+        request: CheckoutRequest,
+    ) -> Result<Checkout, PaymentError>;
+
+    /// Verifies a delivery on its raw bytes, then applies the event and records its id in one
+    /// transaction (a failure rolls both back and answers 500, so that Stripe retries).
+    async fn webhook(
+        &self,
+        signature_header: Option<&str>,
+        body: &[u8],
+    ) -> Result<WebhookReceipt, PaymentError>;
+
+    /// A saved delivery fed back (`keel payment replay-webhooks`): verified like a live one but
+    /// at the time it was signed (saved events are older than the tolerance), or with `trust`
+    /// not verified at all.
+    async fn replay(
+        &self,
+        signature_header: Option<&str>,
+        body: &[u8],
+        trust: bool,
+    ) -> Result<WebhookReceipt, PaymentError>;
+
+    /// The user of the payment customer with this e-mail address (the CLI's `--user`).
+    async fn user_by_email(&self, email: &str) -> Result<Option<i64>, PaymentError>;
+
+    async fn transactions(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+        page: Page,
+    ) -> Result<(Vec<TransactionRow>, i64), PaymentError>;
+
+    async fn transaction(&self, caller: Caller, id: i64) -> Result<TransactionRow, PaymentError>;
+
+    /// Refunds all or part of a charge: the new refund row.
+    async fn refund(
+        &self,
+        caller: Caller,
+        id: i64,
+        amount: Option<i64>,
+        reason: Option<String>,
+    ) -> Result<TransactionRow, PaymentError>;
+
+    async fn subscriptions(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+    ) -> Result<Vec<SubscriptionRow>, PaymentError>;
+
+    /// Asks Stripe to cancel at the period's end; the row as updated.
+    async fn cancel(&self, caller: Caller, id: i64) -> Result<SubscriptionRow, PaymentError>;
+
+    async fn disputes(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+    ) -> Result<Vec<DisputeRow>, PaymentError>;
+
+    async fn dispute(&self, caller: Caller, id: i64) -> Result<DisputeRow, PaymentError>;
+
+    async fn summary(&self) -> Result<Summary, PaymentError>;
+
+    /// Forgets processed event ids older than Stripe's retry window (3 days): the cleanup task.
+    async fn forget_old_events(&self) -> Result<usize, PaymentError>;
+}
+
+impl PaymentServiceImpl {
+    pub(crate) fn new(pool: DbPool, config: PaymentConfig, http: reqwest::Client) -> Self {
         let stripe = config
             .secret_key
             .as_deref()
             .map(|key| Stripe::new(http, &config.api_base, key, config.timeout));
-        PaymentService {
+        PaymentServiceImpl {
             pool,
             config,
             stripe,
         }
     }
 
-    pub fn config(&self) -> &PaymentConfig {
-        &self.config
-    }
-
     fn stripe(&self) -> Result<&Stripe, PaymentError> {
         self.stripe.as_ref().ok_or(PaymentError::NotConfigured)
     }
 
-    /// Creates a Stripe checkout session; a user's first checkout creates their Stripe customer.
-    pub async fn checkout(
+    /// The user's Stripe customer, created on their first checkout.
+    async fn customer_for(
+        &self,
+        stripe: &Stripe,
+        user: i64,
+        email: Option<&str>,
+    ) -> Result<String, PaymentError> {
+        {
+            let mut pooled = self.pool.get().await?;
+            if let Some(id) = store::customer_of_user(&mut pooled.conn(), user).await? {
+                return Ok(id);
+            }
+        }
+        let id = stripe
+            .create_customer(email, Some(user), &format!("customer-of-user-{user}"))
+            .await?;
+        let mut pooled = self.pool.get().await?;
+        store::upsert_customer(&mut pooled.conn(), &id, Some(user), email, now()).await?;
+        Ok(id)
+    }
+
+    fn verify(&self, header: Option<&str>, body: &[u8], now: i64) -> Result<(), PaymentError> {
+        let secret = self
+            .config
+            .webhook_secret
+            .as_deref()
+            .ok_or(PaymentError::InvalidPayload)?;
+        signature::verify(secret, header, body, now).map_err(|_| PaymentError::InvalidPayload)
+    }
+
+    async fn apply(&self, body: &[u8]) -> Result<WebhookReceipt, PaymentError> {
+        let event: Value =
+            serde_json::from_slice(body).map_err(|_| PaymentError::InvalidPayload)?;
+        let event_type = event
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or(PaymentError::InvalidPayload)?
+            .to_owned();
+        // Two events about one new customer or charge, applied at once, can both find no row and
+        // both insert it: the second fails on the unique key, its transaction rolls back whole,
+        // and applying it again then finds the row.
+        let mut attempt = 0;
+        let processed = loop {
+            attempt += 1;
+            let result = write_tx!(&self.pool, PaymentError, |tx| {
+                crate::webhook::apply(tx, &event, now()).await
+            });
+            match result {
+                Err(PaymentError::Db(e)) if e.is_unique_violation() && attempt < 3 => continue,
+                other => break other?,
+            }
+        };
+        Ok(WebhookReceipt {
+            event_type,
+            duplicate: !processed,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl PaymentService for PaymentServiceImpl {
+    fn config(&self) -> &PaymentConfig {
+        &self.config
+    }
+
+    async fn checkout(
         &self,
         caller: Caller,
         email: Option<String>,
@@ -166,30 +301,7 @@ impl PaymentService {
         })
     }
 
-    /// The user's Stripe customer, created on their first checkout.
-    async fn customer_for(
-        &self,
-        stripe: &Stripe,
-        user: i64,
-        email: Option<&str>,
-    ) -> Result<String, PaymentError> {
-        {
-            let mut pooled = self.pool.get().await?;
-            if let Some(id) = store::customer_of_user(&mut pooled.conn(), user).await? {
-                return Ok(id);
-            }
-        }
-        let id = stripe
-            .create_customer(email, Some(user), &format!("customer-of-user-{user}"))
-            .await?;
-        let mut pooled = self.pool.get().await?;
-        store::upsert_customer(&mut pooled.conn(), &id, Some(user), email, now()).await?;
-        Ok(id)
-    }
-
-    /// Verifies a delivery on its raw bytes, then applies the event and records its id in one
-    /// transaction (a failure rolls both back and answers 500, so that Stripe retries).
-    pub async fn webhook(
+    async fn webhook(
         &self,
         signature_header: Option<&str>,
         body: &[u8],
@@ -198,10 +310,7 @@ impl PaymentService {
         self.apply(body).await
     }
 
-    /// A saved delivery fed back (`keel payment replay-webhooks`): verified like a live one but
-    /// at the time it was signed (saved events are older than the tolerance), or with `trust`
-    /// not verified at all.
-    pub async fn replay(
+    async fn replay(
         &self,
         signature_header: Option<&str>,
         body: &[u8],
@@ -217,50 +326,12 @@ impl PaymentService {
         self.apply(body).await
     }
 
-    fn verify(&self, header: Option<&str>, body: &[u8], now: i64) -> Result<(), PaymentError> {
-        let secret = self
-            .config
-            .webhook_secret
-            .as_deref()
-            .ok_or(PaymentError::InvalidPayload)?;
-        signature::verify(secret, header, body, now).map_err(|_| PaymentError::InvalidPayload)
-    }
-
-    async fn apply(&self, body: &[u8]) -> Result<WebhookReceipt, PaymentError> {
-        let event: Value =
-            serde_json::from_slice(body).map_err(|_| PaymentError::InvalidPayload)?;
-        let event_type = event
-            .get("type")
-            .and_then(Value::as_str)
-            .ok_or(PaymentError::InvalidPayload)?
-            .to_owned();
-        // Two events about one new customer or charge, applied at once, can both find no row and
-        // both insert it: the second fails on the unique key, its transaction rolls back whole,
-        // and applying it again then finds the row.
-        let mut attempt = 0;
-        let processed = loop {
-            attempt += 1;
-            let result = write_tx!(&self.pool, PaymentError, |tx| {
-                crate::webhook::apply(tx, &event, now()).await
-            });
-            match result {
-                Err(PaymentError::Db(e)) if e.is_unique_violation() && attempt < 3 => continue,
-                other => break other?,
-            }
-        };
-        Ok(WebhookReceipt {
-            event_type,
-            duplicate: !processed,
-        })
-    }
-
-    /// The user of the payment customer with this e-mail address (the CLI's `--user`).
-    pub async fn user_by_email(&self, email: &str) -> Result<Option<i64>, PaymentError> {
+    async fn user_by_email(&self, email: &str) -> Result<Option<i64>, PaymentError> {
         let mut pooled = self.pool.get().await?;
         Ok(store::user_by_email(&mut pooled.conn(), email).await?)
     }
 
-    pub async fn transactions(
+    async fn transactions(
         &self,
         caller: Caller,
         status: Option<&str>,
@@ -277,11 +348,7 @@ impl PaymentService {
         .await?)
     }
 
-    pub async fn transaction(
-        &self,
-        caller: Caller,
-        id: i64,
-    ) -> Result<TransactionRow, PaymentError> {
+    async fn transaction(&self, caller: Caller, id: i64) -> Result<TransactionRow, PaymentError> {
         let mut pooled = self.pool.get().await?;
         store::find_transaction(&mut pooled.conn(), id)
             .await?
@@ -289,8 +356,7 @@ impl PaymentService {
             .ok_or(PaymentError::NotFound("Transaction"))
     }
 
-    /// Refunds all or part of a charge: the new refund row.
-    pub async fn refund(
+    async fn refund(
         &self,
         caller: Caller,
         id: i64,
@@ -380,7 +446,7 @@ impl PaymentService {
         Ok(row)
     }
 
-    pub async fn subscriptions(
+    async fn subscriptions(
         &self,
         caller: Caller,
         status: Option<&str>,
@@ -389,8 +455,7 @@ impl PaymentService {
         Ok(store::list_subscriptions(&mut pooled.conn(), caller.user(), status).await?)
     }
 
-    /// Asks Stripe to cancel at the period's end; the row as updated.
-    pub async fn cancel(&self, caller: Caller, id: i64) -> Result<SubscriptionRow, PaymentError> {
+    async fn cancel(&self, caller: Caller, id: i64) -> Result<SubscriptionRow, PaymentError> {
         let sub = {
             let mut pooled = self.pool.get().await?;
             store::find_subscription(&mut pooled.conn(), id)
@@ -411,7 +476,7 @@ impl PaymentService {
         Ok(updated)
     }
 
-    pub async fn disputes(
+    async fn disputes(
         &self,
         caller: Caller,
         status: Option<&str>,
@@ -425,7 +490,7 @@ impl PaymentService {
         Ok(store::list_disputes(&mut pooled.conn(), caller.user(), statuses.as_deref()).await?)
     }
 
-    pub async fn dispute(&self, caller: Caller, id: i64) -> Result<DisputeRow, PaymentError> {
+    async fn dispute(&self, caller: Caller, id: i64) -> Result<DisputeRow, PaymentError> {
         let mut pooled = self.pool.get().await?;
         let mut conn = pooled.conn();
         let dispute = store::find_dispute(&mut conn, id)
@@ -444,7 +509,7 @@ impl PaymentService {
         }
     }
 
-    pub async fn summary(&self) -> Result<Summary, PaymentError> {
+    async fn summary(&self) -> Result<Summary, PaymentError> {
         let mut pooled = self.pool.get().await?;
         let mut conn = pooled.conn();
         let (total_transactions, total_revenue_cents) = store::totals(&mut conn).await?;
@@ -458,8 +523,7 @@ impl PaymentService {
         })
     }
 
-    /// Forgets processed event ids older than Stripe's retry window (3 days): the cleanup task.
-    pub async fn forget_old_events(&self) -> Result<usize, PaymentError> {
+    async fn forget_old_events(&self) -> Result<usize, PaymentError> {
         let before = now() - chrono::Duration::days(3);
         let mut pooled = self.pool.get().await?;
         Ok(store::forget_events(&mut pooled.conn(), before).await?)
