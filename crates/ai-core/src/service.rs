@@ -162,6 +162,20 @@ pub fn title(message: &str) -> String {
     }
 }
 
+/// The longest caller identifier accepted.
+pub const MAX_USER_ID_CHARS: usize = 255;
+
+/// A caller identifier as sent in `user_id`: at most 255 characters, no NUL (it is stored with the
+/// conversation and used in queries).
+fn check_user(user_id: &str) -> Result<(), AiError> {
+    if user_id.contains('\0') || user_id.chars().count() > MAX_USER_ID_CHARS {
+        return Err(AiError::Invalid(format!(
+            "Invalid user_id: at most {MAX_USER_ID_CHARS} characters, without NUL"
+        )));
+    }
+    Ok(())
+}
+
 fn provider_error(e: ProviderError) -> AiError {
     AiError::Provider(e.message)
 }
@@ -178,6 +192,7 @@ impl AiService for AiServiceImpl {
         message: Option<String>,
         conversation_id: Option<String>,
     ) -> Result<Turn, AiError> {
+        check_user(user_id)?;
         let message = message.unwrap_or_default();
         if message.trim().is_empty() {
             return Err(AiError::Invalid("Message must not be empty".into()));
@@ -294,6 +309,7 @@ impl AiService for AiServiceImpl {
         user_id: &str,
         limit: usize,
     ) -> Result<Vec<ConversationHead>, AiError> {
+        check_user(user_id)?;
         if !(1..=MAX_LIST_LIMIT).contains(&limit) {
             return Err(AiError::Invalid(format!(
                 "Invalid limit: {limit} (from 1 to {MAX_LIST_LIMIT})"
@@ -303,6 +319,7 @@ impl AiService for AiServiceImpl {
     }
 
     async fn conversation(&self, user_id: &str, id: &str) -> Result<Conversation, AiError> {
+        check_user(user_id)?;
         let id = uuid::Uuid::parse_str(id.trim())
             .map_err(|_| {
                 AiError::Invalid(format!("Invalid conversation_id: {id:?} is not a UUID"))

@@ -414,6 +414,17 @@ async fn conversations_belong_to_their_user(db: TestDb) {
         .unwrap();
     assert_eq!(res.status().as_u16(), 401);
     assert_eq!(c.get("/conversations?limit=0").await.0, 400);
+    // A user_id with a NUL byte, or far too long, is refused before it is stored or queried.
+    assert_eq!(c.get("/conversations?user_id=%00").await.0, 400);
+    let long = "u".repeat(256);
+    assert_eq!(
+        c.get(&format!("/conversations?user_id={long}")).await.0,
+        400
+    );
+    let (status, _) = c
+        .post("/chat", json!({"message": "hi", "user_id": "a\u{0}"}))
+        .await;
+    assert_eq!(status, 400);
 }
 
 async fn the_database_store_is_shared_by_two_instances(db: TestDb) {

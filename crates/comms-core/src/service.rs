@@ -553,6 +553,13 @@ impl CommsService for CommsServiceImpl {
         filter: ListFilter,
         page: Page,
     ) -> Result<(Vec<Message>, i64), CommsError> {
+        if let Some(status) = &filter.status
+            && domain::status_rank(status).is_none()
+        {
+            return Err(CommsError::Invalid(format!(
+                "Unknown status: {status:?} (a delivery status such as sent or delivered)"
+            )));
+        }
         let store_filter = MessageFilter {
             channel: filter.channel.map(Channel::as_str),
             status: filter.status.as_deref(),

@@ -791,6 +791,13 @@ async fn sends_need_an_active_user_and_the_log_is_per_user(db: TestDb) {
     assert_eq!(c.get(&format!("/messages/{id}"), Some(ADMIN)).await.0, 200);
     assert_eq!(c.get("/messages", None).await.0, 401);
     assert_eq!(c.get("/messages?channel=fax", Some(USER)).await.0, 400);
+    // A filter value that is no status (a NUL byte included) is refused before any query.
+    for status in ["bogus", "%00"] {
+        let (code, body) = c
+            .get(&format!("/messages?status={status}"), Some(USER))
+            .await;
+        assert_eq!(code, 400, "{body}");
+    }
 }
 
 async fn health_status_and_version_follow_the_contract(db: TestDb) {

@@ -69,6 +69,45 @@ pub struct WebhookReceipt {
     pub duplicate: bool,
 }
 
+pub const TRANSACTION_STATUSES: [&str; 6] = [
+    "succeeded",
+    "pending",
+    "failed",
+    "refunded",
+    "partially_refunded",
+    "canceled",
+];
+pub const SUBSCRIPTION_STATUSES: [&str; 6] = [
+    "active",
+    "past_due",
+    "canceled",
+    "incomplete",
+    "trialing",
+    "unpaid",
+];
+pub const DISPUTE_STATUSES: [&str; 7] = [
+    "warning_issued",
+    "needs_response",
+    "under_review",
+    "won",
+    "lost",
+    "warning_closed",
+    "charge_refunded",
+];
+/// The longest refund reason kept.
+pub const MAX_REASON_CHARS: usize = 500;
+
+/// A `status` filter must name one of `known` (422 otherwise, before it reaches a query).
+fn check_status(status: Option<&str>, known: &[&str]) -> Result<(), PaymentError> {
+    match status {
+        Some(s) if !known.contains(&s) => Err(PaymentError::Invalid(FieldError::new(
+            "status",
+            format!("status must be one of {}", known.join(", ")),
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The dispute statuses `status=open` means.
 pub const OPEN_DISPUTES: [&str; 3] = ["warning_issued", "needs_response", "under_review"];
 
@@ -337,6 +376,7 @@ impl PaymentService for PaymentServiceImpl {
         status: Option<&str>,
         page: Page,
     ) -> Result<(Vec<TransactionRow>, i64), PaymentError> {
+        check_status(status, &TRANSACTION_STATUSES)?;
         let mut pooled = self.pool.get().await?;
         Ok(store::list_transactions(
             &mut pooled.conn(),
@@ -363,6 +403,14 @@ impl PaymentService for PaymentServiceImpl {
         amount: Option<i64>,
         reason: Option<String>,
     ) -> Result<TransactionRow, PaymentError> {
+        if let Some(reason) = &reason
+            && (reason.contains('\0') || reason.chars().count() > MAX_REASON_CHARS)
+        {
+            return Err(PaymentError::Invalid(FieldError::new(
+                "reason",
+                format!("reason must be at most {MAX_REASON_CHARS} characters, without NUL"),
+            )));
+        }
         let charge = self.transaction(caller, id).await?;
         if charge.kind == "refund" {
             return Err(PaymentError::BadRequest(
@@ -451,6 +499,7 @@ impl PaymentService for PaymentServiceImpl {
         caller: Caller,
         status: Option<&str>,
     ) -> Result<Vec<SubscriptionRow>, PaymentError> {
+        check_status(status, &SUBSCRIPTION_STATUSES)?;
         let mut pooled = self.pool.get().await?;
         Ok(store::list_subscriptions(&mut pooled.conn(), caller.user(), status).await?)
     }
@@ -484,7 +533,10 @@ impl PaymentService for PaymentServiceImpl {
         let statuses: Option<Vec<&str>> = match status {
             None => None,
             Some("open") => Some(OPEN_DISPUTES.to_vec()),
-            Some(one) => Some(vec![one]),
+            Some(one) => {
+                check_status(Some(one), &DISPUTE_STATUSES)?;
+                Some(vec![one])
+            }
         };
         let mut pooled = self.pool.get().await?;
         Ok(store::list_disputes(&mut pooled.conn(), caller.user(), statuses.as_deref()).await?)

@@ -187,6 +187,19 @@ async fn a_paid_checkout_is_the_payers_transaction_only(db: TestDb) {
             .0,
         404
     );
+    // Filters must name a known status (a NUL byte included), before any query runs.
+    for path in [
+        "/transactions?status=%00",
+        "/subscriptions?status=bogus",
+        "/disputes?status=%00",
+    ] {
+        let (status, body) = c.call("GET", path, Some(ALICE), None).await;
+        assert_eq!(status, 422, "{path}: {body}");
+    }
+    let bad_reason = json!({"amount": 1, "reason": "a\u{0}b"});
+    let path = format!("/refund/{id}");
+    let (status, body) = c.call("POST", &path, Some(ALICE), Some(bad_reason)).await;
+    assert_eq!(status, 422, "{body}");
     // A second checkout reuses Alice's Stripe customer.
     c.pay(ALICE, "payment", "price_one_time").await;
     let customers: Vec<_> = c
