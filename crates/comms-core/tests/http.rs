@@ -222,6 +222,7 @@ kernel::backend_tests! {
     sends_need_an_active_user_and_the_log_is_per_user,
     health_status_and_version_follow_the_contract,
     the_simulators_own_deliveries_are_accepted,
+    a_messaging_service_stands_in_for_the_number,
 }
 
 async fn every_validation_rule_answers_400_with_its_text(db: TestDb) {
@@ -874,4 +875,31 @@ async fn the_simulators_own_deliveries_are_accepted(db: TestDb) {
         }
         assert_eq!(status, "delivered", "{id}: {:?}", c.sim.deliveries());
     }
+}
+
+/// With `TWILIO_MESSAGING_SERVICE_SID` and no number, SMS go through the service (no `From`).
+async fn a_messaging_service_stands_in_for_the_number(db: TestDb) {
+    let c = start_with(db, true, |config, _| {
+        config.twilio_phone_number = None;
+        config.twilio_messaging_service_sid = Some("MG00000000000000000000000000000001".into());
+    })
+    .await;
+    c.send_sms("via the service").await;
+    let request = c.sim.journal_for(Provider::Twilio).pop().unwrap();
+    let fields: Vec<(String, String)> = serde_urlencoded::from_str(&request.body).unwrap();
+    let names: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
+    assert!(
+        names.contains(&"MessagingServiceSid") && !names.contains(&"From"),
+        "{names:?}"
+    );
+    // Calls still need the number.
+    let call = json!({"to": "+15005550010", "twiml_url": "https://x.example/t"});
+    let (status, body) = c.post("/call/make", Some(USER), call).await;
+    assert_eq!(
+        (status, body["detail"].as_str()),
+        (
+            503,
+            Some("Voice not configured: TWILIO_PHONE_NUMBER is not set")
+        )
+    );
 }

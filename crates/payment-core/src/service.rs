@@ -233,8 +233,13 @@ impl PaymentServiceImpl {
         let id = stripe
             .create_customer(email, Some(user), &format!("customer-of-user-{user}"))
             .await?;
+        // Two first checkouts at once get the same customer from Stripe (same idempotency key):
+        // the one that stores it second finds it stored.
         let mut pooled = self.pool.get().await?;
-        store::upsert_customer(&mut pooled.conn(), &id, Some(user), email, now()).await?;
+        match store::upsert_customer(&mut pooled.conn(), &id, Some(user), email, now()).await {
+            Err(e) if kernel::db::is_unique_violation(&e) => {}
+            other => other?,
+        }
         Ok(id)
     }
 

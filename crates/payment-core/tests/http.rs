@@ -129,6 +129,7 @@ kernel::backend_tests! {
     a_database_failure_mid_event_is_a_500_and_the_retry_succeeds,
     a_thousand_events_shuffled_and_repeated_end_as_in_order,
     concurrent_events_about_one_new_customer_all_succeed,
+    return_urls_come_from_the_request_then_the_settings_then_the_pages,
 }
 
 async fn a_paid_checkout_is_the_payers_transaction_only(db: TestDb) {
@@ -1001,5 +1002,72 @@ async fn concurrent_events_about_one_new_customer_all_succeed(db: TestDb) {
     assert_eq!(
         c.call("GET", "/transactions", Some(ALICE), None).await.1["total"],
         16
+    );
+}
+
+/// The form field `name` of the last checkout session created on the simulator.
+fn sent_field(c: &Ctx, name: &str) -> Option<String> {
+    let entry = c
+        .sim
+        .journal()
+        .into_iter()
+        .rev()
+        .find(|e| e.path == "/v1/checkout/sessions")?;
+    let fields: Vec<(String, String)> = serde_urlencoded::from_str(&entry.body).ok()?;
+    fields.into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+}
+
+async fn return_urls_come_from_the_request_then_the_settings_then_the_pages(db: TestDb) {
+    let c = start(&db, |_| {}).await;
+    let body = json!({"price_id": "price_one_time", "mode": "payment"});
+    assert_eq!(
+        c.call("POST", "/checkout", Some(ALICE), Some(body.clone()))
+            .await
+            .0,
+        200
+    );
+    let success = sent_field(&c, "success_url").unwrap();
+    assert_eq!(
+        success,
+        c.server
+            .url("/payment/success?session_id={CHECKOUT_SESSION_ID}")
+    );
+    assert_eq!(
+        sent_field(&c, "cancel_url").unwrap(),
+        c.server.url("/payment/cancel")
+    );
+    drop(c);
+    // A fresh database: the first server's Stripe customer lives only in the first simulator.
+    let other_db = TestDb::sqlite().await;
+    let c = start(&other_db, |config| {
+        config.success_url = Some("https://shop.example/ok?s={CHECKOUT_SESSION_ID}".into());
+        config.cancel_url = Some("https://shop.example/back".into());
+    })
+    .await;
+    assert_eq!(
+        c.call("POST", "/checkout", Some(ALICE), Some(body)).await.0,
+        200
+    );
+    assert_eq!(
+        sent_field(&c, "success_url").unwrap(),
+        "https://shop.example/ok?s={CHECKOUT_SESSION_ID}"
+    );
+    assert_eq!(
+        sent_field(&c, "cancel_url").unwrap(),
+        "https://shop.example/back"
+    );
+    let own = json!({"price_id": "price_one_time", "mode": "payment",
+                     "success_url": "https://app.example/done", "cancel_url": "https://app.example/no"});
+    assert_eq!(
+        c.call("POST", "/checkout", Some(ALICE), Some(own)).await.0,
+        200
+    );
+    assert_eq!(
+        sent_field(&c, "success_url").unwrap(),
+        "https://app.example/done"
+    );
+    assert_eq!(
+        sent_field(&c, "cancel_url").unwrap(),
+        "https://app.example/no"
     );
 }
