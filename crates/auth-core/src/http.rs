@@ -135,13 +135,14 @@ pub struct UserUpdate {
         (status = 201, description = "Account created", body = UserResponse),
         (status = 400, description = "Email already registered"),
         (status = 422, description = "List of failing fields: [{field, message}]"),
+        (status = 429, description = "Too many attempts from this client (AUTH_RATE_LIMIT): retry after `Retry-After` seconds"),
     )
 )]
 #[post("/register")]
 pub async fn register(
     state: web::Data<AuthState>,
     req: HttpRequest,
-    body: web::Json<UserCreate>,
+    body: kernel::http::Json<UserCreate>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     let input = Registration {
@@ -163,6 +164,7 @@ pub async fn register(
         (status = 200, body = TokenResponse),
         (status = 401, description = "Incorrect email or password, or Inactive user"),
         (status = 422, description = "List of failing fields: [{field, message}]"),
+        (status = 429, description = "Too many attempts from this client (AUTH_RATE_LIMIT): retry after `Retry-After` seconds"),
     )
 )]
 #[post("/token")]
@@ -261,7 +263,7 @@ pub async fn update_user(
     admin: MinRole<roles::Admin>,
     state: web::Data<AuthState>,
     path: web::Path<i64>,
-    body: Result<web::Json<UserUpdate>, actix_web::Error>,
+    body: Result<kernel::http::Json<UserUpdate>, actix_web::Error>,
 ) -> Result<web::Json<UserResponse>, actix_web::Error> {
     // The body's own error waits until the caller is known to be an admin: 403 before 422.
     let admin_id = admin_id(&admin)?;

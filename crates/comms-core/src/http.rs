@@ -302,7 +302,7 @@ fn viewer(user: &ActiveUser) -> Viewer {
 pub async fn send_email(
     user: ActiveUser,
     state: web::Data<CommsState>,
-    body: web::Json<EmailSendRequest>,
+    body: kernel::http::Json<EmailSendRequest>,
 ) -> Result<web::Json<EmailSendResponse>, ApiError> {
     let body = body.into_inner();
     let request = EmailRequest {
@@ -348,7 +348,7 @@ pub async fn send_email(
 pub async fn send_sms(
     user: ActiveUser,
     state: web::Data<CommsState>,
-    body: web::Json<SmsSendRequest>,
+    body: kernel::http::Json<SmsSendRequest>,
 ) -> Result<web::Json<SmsSendResponse>, ApiError> {
     let body = body.into_inner();
     let request = SmsRequest {
@@ -384,7 +384,7 @@ pub async fn send_sms(
 pub async fn make_call(
     user: ActiveUser,
     state: web::Data<CommsState>,
-    body: web::Json<CallMakeRequest>,
+    body: kernel::http::Json<CallMakeRequest>,
 ) -> Result<web::Json<CallMakeResponse>, ApiError> {
     let body = body.into_inner();
     let request = CallRequest {

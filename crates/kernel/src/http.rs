@@ -152,6 +152,61 @@ pub fn describe_path_error(err: &PathError) -> InputProblem {
     )
 }
 
+/// A JSON request body that must be an object: what every route's body is. serde would also
+/// read a struct from an array of its fields in order (`[null, null]`), which no route's
+/// document allows; this extractor refuses that with 422, like any other type mismatch. It reads
+/// with the app's `JsonConfig` (limit and errors), in one pass.
+#[derive(Debug)]
+pub struct Json<T>(pub T);
+
+impl<T> Json<T> {
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl<T> std::ops::Deref for Json<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+type ObjectFut<T> = <web::Json<Object<T>> as actix_web::FromRequest>::Future;
+
+impl<T: serde::de::DeserializeOwned + 'static> actix_web::FromRequest for Json<T> {
+    type Error = Error;
+    type Future = futures_util::future::MapOk<ObjectFut<T>, fn(web::Json<Object<T>>) -> Json<T>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
+        use futures_util::TryFutureExt;
+        let unwrap: fn(web::Json<Object<T>>) -> Json<T> = |body| Json(body.into_inner().0);
+        web::Json::<Object<T>>::from_request(req, payload).map_ok(unwrap)
+    }
+}
+
+/// `T`, read only from a JSON object.
+#[derive(Debug)]
+pub struct Object<T>(pub T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ObjectVisitor<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for ObjectVisitor<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer
+            .deserialize_map(ObjectVisitor(std::marker::PhantomData))
+            .map(Object)
+    }
+}
+
 /// JSON extractor settings: the body limit and `detail`-envelope errors.
 pub fn json_config(limit: usize) -> web::JsonConfig {
     web::JsonConfig::default()
@@ -387,6 +442,48 @@ mod tests {
     use super::*;
     use actix_web::middleware::from_fn;
     use actix_web::{App, test as atest};
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Pair {
+        name: Option<String>,
+        #[allow(dead_code)]
+        slug: Option<String>,
+    }
+
+    async fn echo_pair(body: Json<Pair>) -> HttpResponse {
+        HttpResponse::Ok().body(body.name.clone().unwrap_or_default())
+    }
+
+    #[actix_web::test]
+    async fn a_json_body_must_be_an_object() {
+        let app = atest::init_service(
+            App::new()
+                .app_data(json_config(1024))
+                .route("/", web::post().to(echo_pair)),
+        )
+        .await;
+        let send = |body: serde_json::Value| {
+            atest::TestRequest::post()
+                .uri("/")
+                .set_json(body)
+                .to_request()
+        };
+        let ok = atest::call_service(&app, send(serde_json::json!({"name": "a"}))).await;
+        assert_eq!(ok.status(), StatusCode::OK);
+        assert_eq!(atest::read_body(ok).await, "a");
+        // serde alone would read `["a", null]` as the fields in order.
+        for refused in [serde_json::json!(["a", null]), serde_json::json!("a")] {
+            let answer = atest::call_service(&app, send(refused)).await;
+            assert_eq!(answer.status(), StatusCode::UNPROCESSABLE_ENTITY);
+            let body: serde_json::Value = atest::read_body_json(answer).await;
+            assert!(
+                body["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("expected a JSON object")),
+                "{body}"
+            );
+        }
+    }
 
     #[allow(clippy::panic)]
     async fn boom() -> HttpResponse {

@@ -31,10 +31,16 @@ pub enum ErrorDetail {
 /// The name of the bearer security scheme routes refer to: `security(("bearer" = []))`.
 pub const BEARER: &str = "bearer";
 
+/// The one route that touches no backing service (the liveness probe): every other operation
+/// may answer 503 when the database or Redis does not.
+const LIVENESS_PATH: &str = "/health/live";
+
 /// Adds the shared parts to a document: the error-body schema (and a JSON body referencing it
-/// on every 4xx and 5xx answer that declares none) and the bearer security scheme. Without an
-/// identity provider (`identity` false) every route is open, so the routes' security
-/// requirements and their 401 and 403 answers are removed.
+/// on every 4xx and 5xx answer that declares none), the answers every route shares (422 for
+/// input that cannot be read, 413 for a body over its limit, 503 when a backing service is
+/// down) and the bearer security scheme. Without an identity provider (`identity` false) every
+/// route is open, so the routes' security requirements and their 401 and 403 answers are
+/// removed.
 pub fn finish(doc: &mut OpenApi, identity: bool) {
     let components = doc.components.get_or_insert_with(Default::default);
     let mut schemas = vec![(ErrorBody::name().into_owned(), ErrorBody::schema())];
@@ -50,7 +56,7 @@ pub fn finish(doc: &mut OpenApi, identity: bool) {
         ),
     );
     let error_body = RefOr::Ref(utoipa::openapi::Ref::from_schema_name(ErrorBody::name()));
-    for item in doc.paths.paths.values_mut() {
+    for (path, item) in doc.paths.paths.iter_mut() {
         let operations = [
             &mut item.get,
             &mut item.put,
@@ -71,6 +77,27 @@ pub fn finish(doc: &mut OpenApi, identity: bool) {
                         "A path, query or body value that cannot be read or breaks its rule",
                     )),
                 );
+            }
+            let shared = [
+                (
+                    operation.request_body.is_some(),
+                    "413",
+                    "The body is over its size limit (the detail names the limit)",
+                ),
+                (
+                    path != LIVENESS_PATH,
+                    "503",
+                    "A backing service (the database, Redis) is unavailable: retry after the \
+                     `Retry-After` seconds",
+                ),
+            ];
+            for (applies, status, description) in shared {
+                if applies && !operation.responses.responses.contains_key(status) {
+                    operation
+                        .responses
+                        .responses
+                        .insert(status.to_owned(), RefOr::T(Response::new(description)));
+                }
             }
             if !identity && operation.security.take().is_some() {
                 operation.responses.responses.remove("401");

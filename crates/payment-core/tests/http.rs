@@ -240,6 +240,11 @@ async fn refunds_follow_the_contract(db: TestDb) {
     };
     let (status, body) = refund(Some(2001)).await;
     assert_eq!(status, 422, "{body}");
+    // A body that cannot be read is refused, never taken for "refund everything".
+    for unreadable in [json!({"amount": "500"}), json!([500, "reason"])] {
+        let (status, body) = c.call("POST", &path, Some(ALICE), Some(unreadable)).await;
+        assert_eq!(status, 422, "{body}");
+    }
     let (status, partial) = refund(Some(500)).await;
     assert_eq!(status, 200, "{partial}");
     assert_eq!(

@@ -228,7 +228,7 @@ async fn list_tasks_slash(
 async fn enqueue_task(
     _user: ActiveUser,
     service: web::Data<TasksService>,
-    body: web::Json<EnqueueBody>,
+    body: kernel::http::Json<EnqueueBody>,
 ) -> Result<web::Json<EnqueueResponse>, ApiError> {
     let queued = service.enqueue(body.into_inner().into()).await?;
     Ok(web::Json(queued.into()))

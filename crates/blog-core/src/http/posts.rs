@@ -148,7 +148,7 @@ pub async fn admin_list_posts(
 pub async fn create_post(
     editor: Editor,
     state: web::Data<BlogState>,
-    body: web::Json<BlogPostCreate>,
+    body: kernel::http::Json<BlogPostCreate>,
 ) -> Result<HttpResponse, ApiError> {
     let service = state.service.clone();
     let (author, input) = (editor.0, body.into_inner().into());
@@ -175,7 +175,7 @@ pub async fn update_post(
     _editor: Editor,
     state: web::Data<BlogState>,
     path: web::Path<i64>,
-    body: web::Json<BlogPostUpdate>,
+    body: kernel::http::Json<BlogPostUpdate>,
 ) -> Result<web::Json<BlogPostResponse>, ApiError> {
     let service = state.service.clone();
     let (id, patch) = (path.into_inner(), body.into_inner().into());

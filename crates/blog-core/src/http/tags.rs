@@ -42,7 +42,7 @@ pub async fn list_tags(state: web::Data<BlogState>) -> Result<HttpResponse, ApiE
 pub async fn create_tag(
     _editor: Editor,
     state: web::Data<BlogState>,
-    body: web::Json<BlogTagCreate>,
+    body: kernel::http::Json<BlogTagCreate>,
 ) -> Result<HttpResponse, ApiError> {
     let service = state.service.clone();
     let input = body.into_inner().into();
@@ -69,7 +69,7 @@ pub async fn update_tag(
     _editor: Editor,
     state: web::Data<BlogState>,
     path: web::Path<i64>,
-    body: web::Json<BlogTagUpdate>,
+    body: kernel::http::Json<BlogTagUpdate>,
 ) -> Result<web::Json<BlogTagResponse>, ApiError> {
     let service = state.service.clone();
     let (id, patch) = (path.into_inner(), body.into_inner().into());
