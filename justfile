@@ -18,16 +18,12 @@ lint:
 fmt:
     cargo fmt --all
 
-# Load benchmarks against a release build (needs wrk and GNU time); results go into docs/performance.md.
-# With a PostgreSQL URL (`just bench postgres://postgres@127.0.0.1:5432/postgres`) PostgreSQL is
-# benched too, in scratch databases.
+# Every load benchmark against a release build, on SQLite and PostgreSQL (needs wrk, python3 and
+# GNU time); rewrites the generated tables of docs/performance.md. PostgreSQL: the given server
+# (`just bench postgres://postgres@127.0.0.1:5432/postgres`), else that default one when it answers;
+# `none` for SQLite only. Scratch databases are created and dropped. See bench/run.sh.
 bench pg="":
-    bash bench/auth.sh {{pg}}
-    bash bench/blog.sh {{pg}}
-    bash bench/reads.sh {{pg}}
-    bash bench/comms.sh
-    bash bench/ai.sh
-    bash bench/payment.sh {{pg}}
+    bash bench/run.sh {{pg}}
 
 # The provider simulator for local demos.
 sim:

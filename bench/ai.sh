@@ -1,42 +1,41 @@
 #!/usr/bin/env bash
-# AI stream benchmarks against a release build and the provider simulator on loopback: how many
-# streams one server holds open at once while the provider answers slowly, the memory per open
-# stream, and the time to first chunk the server adds over the simulator's own.
-# Usage: bash bench/ai.sh [STREAMS]   (default 10000; needs python3)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-streams=${1:-10000}
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-cargo build --release -p keel -p provider-sim-bin
-target=${CARGO_TARGET_DIR:-target}
+# AI streams against the provider simulator (as OpenAI) on loopback: whole streams per second
+# from 64 clients (a 20-word message, echoed word by word: about 25 server-sent events), beside the
+# same clients reading the same stream straight from the simulator; the time to first chunk keel
+# adds over the simulator's own; and how many streams one server holds open at once while the
+# provider writes one word every 2 s, with the memory per open stream. keel serves only the AI
+# module (open: no token), conversations in the database (AI_CONVERSATION_STORE=database).
+# Usage: bash bench/ai.sh [postgres://user@host:5432/postgres]   (needs python3)
+# SQLite always; with a PostgreSQL URL, PostgreSQL too, in a scratch database.
+# BENCH_AI_HOLD: streams held open at once (default 10,000; 0 skips that part). It needs about
+# two file descriptors per stream in keel: the script raises `ulimit -n` as far as it may.
+source "$(dirname "$0")/lib.sh"
+build_release
 port=8186
 sim_port=9932
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
+hold=${BENCH_AI_HOLD:-10000}
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-start_sim() { # chunk delay in ms
-  "$target/release/provider-sim" --addr "127.0.0.1:$sim_port" --chunk-delay-ms "$1" >"$work/sim.env" 2>/dev/null &
-  sim_pid=$!
-  pids+=("$sim_pid")
-  for _ in $(seq 1 100); do [ -s "$work/sim.env" ] && break; sleep 0.1; done
-}
-start_keel() {
-  (set -a; . "$work/sim.env"; set +a
-   KEEL_MODULES=ai AI_PROVIDER=openai DATABASE_URL="sqlite://$work/ai.db" PORT=$port HTTP_WORKERS=2 \
-     RUST_LOG=warn exec "$target/release/keel" serve) >"$work/keel.log" 2>&1 &
-  keel_pid=$!
-  pids+=("$keel_pid")
-  for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null && break; sleep 0.1; done
-}
-stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+bench_backend() { # label DATABASE_URL
+  local url=$2 figures stream_rate stream_p50 stream_p99 sim_env lines
+  start_sim $sim_port --chunk-delay-ms 0
+  mapfile -t sim_env < <(sim_settings)
+  start_keel $port DATABASE_URL="$url" KEEL_MODULES=ai AI_PROVIDER=openai \
+    AI_CONVERSATION_STORE=database "${sim_env[@]}"
 
-# Time to first chunk, one stream at a time: through keel, then straight from the simulator.
-start_sim 0
-start_keel
-echo "time to first chunk, 200 streams one after another (simulator without delay):"
-python3 - "$port" "$sim_port" <<'PY'
+  say "POST /ai/chat/stream, $conns clients"
+  figures=$(python3 bench/closed_loop.py stream 127.0.0.1 $port "$duration" "$conns") ||
+    die "the AI streams failed"
+  read -r stream_rate stream_p50 stream_p99 _ <<<"$figures"
+  say "the same stream straight from provider-sim"
+  figures=$(python3 bench/closed_loop.py openai 127.0.0.1 $sim_port "$duration" "$conns") ||
+    die "the streams straight from provider-sim failed"
+  row "\`POST /ai/chat/stream\` (20 words streamed back, provider-sim as OpenAI)" \
+    "Python asyncio, $conns clients" "$stream_rate" streams/s "$stream_p50" "$stream_p99" \
+    "${figures%% *}" "provider-sim's own stream, same client"
+
+  say "time to first chunk, one stream at a time"
+  lines=$(python3 - $port $sim_port <<'PY'
 import http.client, json, statistics, sys, time
 keel, sim = int(sys.argv[1]), int(sys.argv[2])
 def first_chunk(port, path, body, headers):
@@ -44,6 +43,8 @@ def first_chunk(port, path, body, headers):
     c = http.client.HTTPConnection("127.0.0.1", port)
     c.request("POST", path, body=json.dumps(body), headers=headers)
     r = c.getresponse()
+    if r.status != 200:
+        sys.exit(f"{path}: HTTP {r.status}")
     buf = b""
     while True:
         line = r.fp.readline()
@@ -58,12 +59,24 @@ sim_times = [first_chunk(sim, "/openai/v1/chat/completions",
              {"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": msg}]},
              {"Content-Type": "application/json", "Authorization": "Bearer sim-ai-key"}) for _ in range(200)]
 k, s = statistics.median(keel_times) * 1000, statistics.median(sim_times) * 1000
-print(f"{k:.2f} ms median (the simulator alone: {s:.2f} ms): {k - s:.2f} ms added")
+print(f"{k:.2f} ms median through keel, {s:.2f} ms straight from provider-sim: {k - s:.2f} ms added")
 PY
-stop "$keel_pid"; stop "$sim_pid"
+) || die "the time to first chunk failed"
+  note "time to first chunk, 200 streams one after another: $lines"
 
-# Many streams at once, the provider writing one word every 2 s.
-start_sim 2000
-start_keel
-echo "$streams streams opened at once (the simulator writes one word every 2 s):"
-python3 bench/ai_streams.py 127.0.0.1 $port /ai/chat/stream "$streams" 60 "$keel_pid" | sed 's/^/  /'
+  if [ "$hold" -gt 0 ]; then
+    # A fresh server, so that its RSS before is that of an idle one.
+    stop "$keel_pid"
+    curl -sf -X POST "$sim_base/_sim/llm/chunk-delay" -H 'content-type: application/json' -d '{"ms": 2000}' >/dev/null
+    start_keel $port DATABASE_URL="$url" KEEL_MODULES=ai AI_PROVIDER=openai \
+      AI_CONVERSATION_STORE=database "${sim_env[@]}"
+    say "$(fmt_rate "$hold") streams opened at once, the provider writing one word every 2 s"
+    lines=$(python3 bench/ai_streams.py 127.0.0.1 $port /ai/chat/stream "$hold" 60 "$keel_pid") ||
+      die "the held streams failed"
+    note "$(fmt_rate "$hold") streams opened at once while provider-sim writes one word every 2 s: $(echo "$lines" | paste -sd ';' | sed 's/;/; /g')"
+  fi
+  stop "$keel_pid"
+  stop "$sim_pid"
+}
+
+for_each_backend "${1:-}"

@@ -1,48 +1,55 @@
 #!/usr/bin/env bash
-# Communications benchmarks against a release build and the provider simulator on loopback (needs
-# wrk): email sends per second at 64 connections, then the p99 of GET /comms/health while every
-# email send waits 2 s on the provider. Prints the figures recorded in docs/performance.md.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-command -v wrk >/dev/null || { echo "wrk is needed (apt-get install wrk)" >&2; exit 1; }
-cargo build --release -p keel -p provider-sim-bin
-target=${CARGO_TARGET_DIR:-target}
+# Communications against the provider simulator (as Resend and Twilio) on loopback: email sends
+# (validate, the Resend call, the log row; the simulator then posts two signed delivery events
+# back per email, which keel verifies and applies), then GET /comms/health while 64 email sends
+# each wait 2 s on the provider; each beside the bare actix-web handler answering the same body to
+# the same requests. keel serves only the comms module (open: no token).
+# Usage: bash bench/comms.sh [postgres://user@host:5432/postgres]   (needs wrk and python3)
+# SQLite always; with a PostgreSQL URL, PostgreSQL too, in a scratch database.
+source "$(dirname "$0")/lib.sh"
+build_release
 port=8184
 sim_port=9931
-duration=${BENCH_SECONDS:-10}
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
 
-summary() {
-  awk '/Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$4} END {printf "%s req/s, p50 %s, p99 %s, non-2xx %s\n", rps, p50, p99, bad + 0}'
+bench_backend() { # label DATABASE_URL
+  local url=$2 send_rate send_p50 send_p99 slow sim_env slow_rate slow_p50 slow_p99
+  start_sim $sim_port --resend-webhook-url "http://127.0.0.1:$port/api/v1/comms/webhooks/resend"
+  mapfile -t sim_env < <(sim_settings)
+  start_keel $port DATABASE_URL="$url" KEEL_MODULES=comms "${sim_env[@]}" \
+    PUBLIC_BASE_URL="http://127.0.0.1:$port" COMMS_TIMEOUT_SECONDS=15
+  local base="$keel_base/api/v1/comms"
+  curl -sf -X POST "$base/email/send" -H 'content-type: application/json' \
+    -d '{"to": ["reader@example.com"], "subject": "Bench", "text": "Hello from the benchmark"}' -o "$work/send.json"
+  curl -sf "$base/health" -o "$work/health.json"
+
+  say "POST /comms/email/send, $conns connections"
+  wrk_load "$conns" -s bench/email.lua "$base/email/send"
+  send_rate=$rate send_p50=$p50 send_p99=$p99
+
+  # Every email send now waits 2 s on the provider.
+  curl -sf -X POST "$sim_base/_sim/faults/resend" -H 'content-type: application/json' \
+    -d '{"delay_ms": 2000, "times": 1000000}' >/dev/null
+  say "GET /comms/health while $conns email sends wait 2 s each on the provider"
+  wrk -t1 -c"$conns" -d"$((duration + 4))s" --timeout 10s --latency -s bench/email.lua "$base/email/send" \
+    >"$work/slow.txt" 2>&1 &
+  slow=$!
+  pids+=("$slow")
+  sleep 2
+  wrk_load "$conns" "$base/health"
+  wait "$slow" || die "the slow sends failed: $(cat "$work/slow.txt")"
+  read -r slow_rate slow_p50 slow_p99 _ <<<"$(wrk_figures "$work/slow.txt")"
+  note "the slow email sends meanwhile: $(fmt_rate "$slow_rate") req/s, p50 $(fmt_ms "$slow_p50"), p99 $(fmt_ms "$slow_p99") ($conns at a time, 2 s each)"
+  local health_rate=$rate health_p50=$p50 health_p99=$p99
+  stop "$keel_pid"
+  stop "$sim_pid"
+
+  say "the same against the bare handler"
+  bare_load "$work/send.json" "$conns" -s bench/email.lua /api/v1/comms/email/send
+  row "\`POST /api/v1/comms/email/send\` (provider-sim as Resend)" "wrk, $conns conn." \
+    "$send_rate" req/s "$send_p50" "$send_p99" "$ceiling" "bare handler, same body"
+  bare_load "$work/health.json" "$conns" /api/v1/comms/health
+  row "\`GET /api/v1/comms/health\` while $conns email sends wait 2 s each on the provider" "wrk, $conns conn." \
+    "$health_rate" req/s "$health_p50" "$health_p99" "$ceiling" "bare handler, same body"
 }
 
-"$target/release/provider-sim" --addr "127.0.0.1:$sim_port" \
-  --resend-webhook-url "http://127.0.0.1:$port/api/v1/comms/webhooks/resend" >"$work/sim.env" 2>/dev/null &
-pids+=($!)
-for _ in $(seq 1 100); do [ -s "$work/sim.env" ] && break; sleep 0.1; done
-set -a; . "$work/sim.env"; set +a   # values are quoted where a shell needs it
-KEEL_MODULES=comms DATABASE_URL="sqlite://$work/comms.db" PORT=$port HTTP_WORKERS=2 RUST_LOG=warn \
-  PUBLIC_BASE_URL="http://127.0.0.1:$port" COMMS_TIMEOUT_SECONDS=15 "$target/release/keel" serve >"$work/keel.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null && break; sleep 0.1; done
-base="http://127.0.0.1:$port/api/v1/comms"
-
-echo "[sqlite] POST /comms/email/send against provider-sim, 64 connections, ${duration}s:"
-wrk -t2 -c64 -d"${duration}s" --latency -s bench/email.lua "$base/email/send" | summary
-echo "[sqlite] GET /comms/health, quiet, 64 connections, ${duration}s:"
-wrk -t2 -c64 -d"${duration}s" --latency "$base/health" | summary
-
-# Every email send now waits 2 s on the provider.
-curl -sf -X POST "http://127.0.0.1:$sim_port/_sim/faults/resend" -H 'content-type: application/json' \
-  -d '{"delay_ms": 2000, "times": 1000000}' >/dev/null
-wrk -t1 -c64 -d"$((duration + 4))s" --timeout 10s --latency -s bench/email.lua "$base/email/send" >"$work/slow.txt" &
-slow=$!
-sleep 2
-echo "[sqlite] GET /comms/health, 64 connections, while 64 email sends wait 2 s each on the provider:"
-wrk -t1 -c64 -d"${duration}s" --latency "$base/health" | summary
-wait $slow || true
-echo "[sqlite] the slow email sends meanwhile:"
-summary <"$work/slow.txt"
+for_each_backend "${1:-}"

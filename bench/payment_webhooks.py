@@ -1,7 +1,8 @@
 """Sends N signed Stripe events to the payment webhook from concurrent keep-alive connections.
 
-Usage: python3 bench/payment_webhooks.py HOST PORT SECRET [EVENTS] [SENDERS] [FIRST]
-(defaults: 20000 events, 16 senders, numbered from FIRST = 0; a later batch starts where one ended)
+Usage: python3 bench/payment_webhooks.py HOST PORT SECRET [EVENTS] [SENDERS] [FIRST] [ANSWER_FILE]
+(defaults: 20000 events, 16 senders, numbered from FIRST = 0; a later batch starts where one ended;
+with ANSWER_FILE, the body of the last answer is written there)
 
 Every event has its own id, so each one is processed (none is a duplicate). Four in five are
 `payment_intent.succeeded` for a new payment (100 customers in turn); from event 1,002 on, every
@@ -10,7 +11,7 @@ events are built and signed before the clock starts, and before it one earlier p
 customer is sent (100 events, each naming another customer), so the customers are known, as
 after a checkout, and no two events in flight create the same customer row. Every answer must be
 200 and not a duplicate, else the run fails. Prints events/s and the latency of one delivery
-(p50, p99). The signatures carry the time they were made, so a run must end within the server's
+(p50, p99): "EVENTS_PER_S P50_MS P99_MS" on stdout, and a readable line on stderr. The signatures carry the time they were made, so a run must end within the server's
 tolerance (5 min).
 """
 import asyncio
@@ -24,6 +25,7 @@ HOST, PORT, SECRET = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 EVENTS = int(sys.argv[4]) if len(sys.argv) > 4 else 20000
 SENDERS = int(sys.argv[5]) if len(sys.argv) > 5 else 16
 FIRST = int(sys.argv[6]) if len(sys.argv) > 6 else 0
+ANSWER_FILE = sys.argv[7] if len(sys.argv) > 7 else None
 PATH = "/api/v1/payment/webhook"
 REFUND_LAG = 1002  # a refund names payment n - 1002 (n % 5 == 4, so that one is a payment)
 
@@ -89,7 +91,7 @@ async def read_response(reader):
     return status, body
 
 
-async def sender(requests, latencies, failures):
+async def sender(requests, latencies, failures, answers):
     reader, writer = await asyncio.open_connection(HOST, PORT)
     try:
         while requests:
@@ -98,6 +100,7 @@ async def sender(requests, latencies, failures):
             writer.write(request)
             status, body = await read_response(reader)
             latencies.append(time.perf_counter() - start)
+            answers[:] = [body]
             if status != 200 or b'"duplicate"' in body:
                 failures.append((n, status, body[:200]))
     finally:
@@ -108,12 +111,12 @@ async def main():
     t = int(time.time())
     requests = [(n, signed_request(event(n), t)) for n in range(FIRST, FIRST + EVENTS)]
     requests.reverse()  # pop() takes them in order
-    latencies, failures = [], []
+    latencies, failures, answers = [], [], []
     if FIRST == 0:
         earlier = [(f"earlier_{c}", signed_request(earlier_payment(c), t)) for c in range(100)]
-        await asyncio.gather(*(sender(earlier, [], failures) for _ in range(SENDERS)))
+        await asyncio.gather(*(sender(earlier, [], failures, answers) for _ in range(SENDERS)))
     start = time.perf_counter()
-    await asyncio.gather(*(sender(requests, latencies, failures) for _ in range(SENDERS)))
+    await asyncio.gather(*(sender(requests, latencies, failures, answers) for _ in range(SENDERS)))
     elapsed = time.perf_counter() - start
     if failures:
         for n, status, body in failures[:5]:
@@ -122,8 +125,12 @@ async def main():
     latencies.sort()
     p50 = latencies[len(latencies) // 2] * 1000
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
+    if ANSWER_FILE and answers:
+        with open(ANSWER_FILE, "wb") as f:
+            f.write(answers[0])
+    print(f"{EVENTS / elapsed:.1f} {p50:.3f} {p99:.3f}")
     print(f"{EVENTS / elapsed:.0f} events/s, p50 {p50:.2f} ms, p99 {p99:.2f} ms "
-          f"({EVENTS} events, {SENDERS} senders, {elapsed:.2f} s, every answer 200)")
+          f"({EVENTS} events, {SENDERS} senders, {elapsed:.2f} s, every answer 200)", file=sys.stderr)
 
 
 asyncio.run(main())

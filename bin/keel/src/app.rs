@@ -19,6 +19,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::config::Config;
 use crate::health;
+use crate::metrics::{self, Exporter, MetricsServer};
 use crate::modules;
 use crate::telemetry::RequestSpan;
 
@@ -35,6 +36,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Module(#[from] ModuleError),
+    #[error("cannot start metrics (METRICS_ENABLED): {0}")]
+    Metrics(String),
 }
 
 /// The enabled modules' list entries, in list (mounting) order.
@@ -159,6 +162,8 @@ pub struct Application {
     server: Server,
     /// The embedded task worker of `keel serve` (`WORKER_EMBEDDED`).
     worker: Option<Box<dyn RunningWorker>>,
+    /// The server of `/metrics` on `METRICS_ADDR`.
+    metrics: Option<MetricsServer>,
 }
 
 impl Application {
@@ -182,10 +187,19 @@ impl Application {
             .and_then(|r| r.start_embedded_worker());
         let workers = config.http_workers;
         let shutdown_timeout = config.shutdown_timeout_seconds;
-        let config = Arc::new(config);
         let state = web::Data::from(composed);
+        let exporter = config.metrics_enabled.then(metrics::install).transpose()?;
+        // `/metrics` on its own server when METRICS_ADDR is set, else on the main port.
+        let (metrics_server, metrics_route) = match (exporter, &config.metrics_addr) {
+            (Some(exporter), Some(addr)) => (
+                Some(MetricsServer::start(addr, state.clone(), exporter)?),
+                None,
+            ),
+            (exporter, _) => (None, exporter.map(web::Data::new)),
+        };
+        let config = Arc::new(config);
         let server = HttpServer::new(move || {
-            app(&config, &state)
+            app(&config, &state, metrics_route.as_ref())
                 .wrap(Compress::default())
                 .wrap(Condition::new(
                     !config.cors_origins.is_empty(),
@@ -194,6 +208,10 @@ impl Application {
                 .wrap(from_fn(http::json_errors))
                 .wrap(TracingLogger::<RequestSpan>::new())
                 .wrap(from_fn(http::request_id))
+                .wrap(Condition::new(
+                    config.metrics_enabled,
+                    from_fn(metrics::record),
+                ))
         })
         .workers(workers)
         .shutdown_timeout(shutdown_timeout)
@@ -207,6 +225,7 @@ impl Application {
             port,
             server,
             worker,
+            metrics: metrics_server,
         })
     }
 
@@ -214,11 +233,17 @@ impl Application {
         self.port
     }
 
+    /// The port of `/metrics` when it has a server of its own (`METRICS_ADDR`).
+    pub fn metrics_port(&self) -> Option<u16> {
+        self.metrics.as_ref().map(MetricsServer::port)
+    }
+
     /// Runs until SIGTERM or SIGINT, then drains in-flight requests and stops the embedded
     /// worker (running jobs finish within `WORKER_SHUTDOWN_TIMEOUT_SECONDS` or go back to the
     /// queue).
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let served = self.server.await;
+        drop(self.metrics);
         if let Some(worker) = self.worker {
             worker.shutdown().await;
         }
@@ -230,20 +255,25 @@ impl Application {
         self.into_parts().0
     }
 
-    /// The server future and what runs beside it (the embedded worker), for tests that run the
-    /// application in the background: the worker stops when the second part is dropped.
+    /// The server future and what runs beside it (the embedded worker, the metrics server), for
+    /// tests that run the application in the background: they stop when the second part is
+    /// dropped.
     pub fn into_parts(self) -> (Server, Background) {
-        (self.server, Background(self.worker))
+        (self.server, Background(self.worker, self.metrics))
     }
 }
 
 /// Work the application runs beside its HTTP server; stops when dropped.
-pub struct Background(#[allow(dead_code)] Option<Box<dyn RunningWorker>>);
+pub struct Background(
+    #[allow(dead_code)] Option<Box<dyn RunningWorker>>,
+    #[allow(dead_code)] Option<MetricsServer>,
+);
 
 /// The routes of the server and of every enabled module, with the OpenAPI document they make.
 fn app(
     config: &Config,
     state: &web::Data<Composed>,
+    metrics_route: Option<&web::Data<Exporter>>,
 ) -> App<
     impl actix_web::dev::ServiceFactory<
         actix_web::dev::ServiceRequest,
@@ -273,6 +303,12 @@ fn app(
         .flat_map(|(documented, aliases)| aliases.iter().map(move |alias| (*documented, *alias)))
         .collect();
     let allowed = web::Data::new(http::AllowedMethods::from_openapi(&doc, &aliases));
+    let app = match metrics_route {
+        Some(exporter) => app
+            .app_data(exporter.clone())
+            .route("/metrics", web::get().to(metrics::scrape)),
+        None => app,
+    };
     app.app_data(allowed)
         .service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", doc))
         .route(

@@ -49,6 +49,20 @@ pub enum CliError {
     Io(#[from] std::io::Error),
 }
 
+/// The body of `keel`'s `main` (the binary keeps only its allocator and runtime): reads `.env`,
+/// parses the command line and runs it; a failure is printed to stderr with exit status 1.
+pub async fn main_entry() -> std::process::ExitCode {
+    kernel::config::load_dotenv();
+    kernel::init_crypto();
+    match run(command().get_matches()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 pub async fn run(matches: ArgMatches) -> Result<(), CliError> {
     let config = Config::from_env()?;
     crate::telemetry::init(config.log_format);

@@ -3,7 +3,7 @@
 
 use kernel::ConfigError;
 use kernel::config::{list, parse, parse_in_range, var};
-use kernel::module::Settings;
+use kernel::module::{Deployment, Provides, Settings};
 
 use crate::modules;
 
@@ -44,6 +44,10 @@ pub struct Config {
     /// token) from an in-process cache that local writes clear at once and that holds nothing
     /// older than a second.
     pub read_cache: bool,
+    /// `METRICS_ENABLED` (default false): Prometheus metrics at `GET /metrics`.
+    pub metrics_enabled: bool,
+    /// `METRICS_ADDR`: a `host:port` that serves `/metrics` instead of the main port.
+    pub metrics_addr: Option<String>,
     /// Every compiled module's settings (`settings.get_mut::<AuthConfig>()`, ...).
     pub settings: Settings,
 }
@@ -70,6 +74,8 @@ impl Default for Config {
             redis_url: DEFAULT_REDIS_URL.to_owned(),
             redis_db: None,
             read_cache: true,
+            metrics_enabled: false,
+            metrics_addr: None,
             settings,
         }
     }
@@ -84,7 +90,34 @@ fn cpus() -> usize {
 }
 
 impl Config {
+    /// Reads every setting. A value that is present but invalid is refused by name; with
+    /// `APP_ENV=production`, so is every unsafe one, all named at once (see
+    /// [`Config::production_problems`]).
     pub fn from_env() -> Result<Config, ConfigError> {
+        let config = Config::read_env()?;
+        if kernel::config::is_production() {
+            kernel::config::refuse_unsafe(config.production_problems())?;
+        }
+        Ok(config)
+    }
+
+    /// What `APP_ENV=production` refuses in these settings: the problems every compiled module
+    /// reports for its own settings (mounted or not: a module command may still use them), each
+    /// naming its setting and what to set.
+    pub fn production_problems(&self) -> Vec<ConfigError> {
+        let compiled = modules::compiled();
+        let deployment = Deployment {
+            identity: compiled
+                .iter()
+                .any(|e| e.provides == Provides::Identity && self.is_enabled(e.name)),
+        };
+        compiled
+            .iter()
+            .flat_map(|e| e.production_problems(&self.settings, &deployment))
+            .collect()
+    }
+
+    fn read_env() -> Result<Config, ConfigError> {
         let database_url =
             var("DATABASE_URL").unwrap_or_else(|| kernel::db::DEFAULT_DATABASE_URL.to_owned());
         let backend = kernel::db::parse_url(&database_url)
@@ -133,12 +166,32 @@ impl Config {
                 Some(_) => Some(parse_in_range("REDIS_DB", 0, 0..=10_000)?),
             },
             read_cache: kernel::config::flag("READ_CACHE", true)?,
+            metrics_enabled: kernel::config::flag("METRICS_ENABLED", false)?,
+            metrics_addr: parse_metrics_addr(var("METRICS_ADDR"))?,
             settings,
         })
     }
 
     pub fn is_enabled(&self, module: &str) -> bool {
         self.modules.contains(&module)
+    }
+}
+
+/// `METRICS_ADDR`: `host:port` (`0.0.0.0:9100`, `[::1]:9100`, `localhost:9100`).
+fn parse_metrics_addr(addr: Option<String>) -> Result<Option<String>, ConfigError> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let valid = addr
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if valid {
+        Ok(Some(addr))
+    } else {
+        Err(ConfigError::new(
+            "METRICS_ADDR",
+            format!("{addr:?} is not host:port (e.g. 0.0.0.0:9100)"),
+        ))
     }
 }
 
@@ -186,6 +239,26 @@ mod tests {
     fn unknown_modules_are_refused() {
         let err = parse_modules(Some(vec!["billing".into()])).err();
         assert_eq!(err.map(|e| e.setting), Some("KEEL_MODULES".to_owned()));
+    }
+
+    #[test]
+    fn metrics_addresses_need_a_host_and_a_port() {
+        for good in ["0.0.0.0:9100", "[::1]:9100", "localhost:0"] {
+            assert_eq!(
+                parse_metrics_addr(Some(good.into())),
+                Ok(Some(good.into())),
+                "{good}"
+            );
+        }
+        for bad in ["9100", ":9100", "localhost", "localhost:http", "h:70000"] {
+            let err = parse_metrics_addr(Some(bad.into())).err();
+            assert_eq!(
+                err.map(|e| e.setting),
+                Some("METRICS_ADDR".to_owned()),
+                "{bad}"
+            );
+        }
+        assert_eq!(parse_metrics_addr(None), Ok(None));
     }
 
     #[test]

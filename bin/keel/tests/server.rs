@@ -650,7 +650,7 @@ fn invalid_settings_are_refused_by_name() {
     }
     let (ok, stderr) = run(&[
         ("APP_ENV", "production"),
-        ("SECRET_KEY", "0123456789abcdef0123456789abcdef"),
+        ("SECRET_KEY", "server-test-production-key-0123456789abcdef"),
     ]);
     assert!(ok, "{stderr}");
 }

@@ -105,7 +105,7 @@ pub enum StoreChoice {
     Database,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct AiConfig {
     /// `AI_ENABLED` (default true).
     pub enabled: bool,
@@ -135,6 +135,29 @@ pub struct AiConfig {
     pub api_keys: BTreeMap<&'static str, String>,
     /// `<PROVIDER>_BASE_URL` overrides.
     pub base_urls: BTreeMap<&'static str, String>,
+}
+
+/// The API keys show as `<redacted>`: settings may end up in a log or a panic message.
+impl std::fmt::Debug for AiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: BTreeMap<&str, &str> = self.api_keys.keys().map(|k| (*k, "<redacted>")).collect();
+        f.debug_struct("AiConfig")
+            .field("enabled", &self.enabled)
+            .field("provider", &self.provider.name)
+            .field("model", &self.model)
+            .field("temperature", &self.temperature)
+            .field("max_tokens", &self.max_tokens)
+            .field("system_prompt", &self.system_prompt)
+            .field("context_messages", &self.context_messages)
+            .field("timeout", &self.timeout)
+            .field("max_message_chars", &self.max_message_chars)
+            .field("conversation_ttl", &self.conversation_ttl)
+            .field("max_conversations", &self.max_conversations)
+            .field("store", &self.store)
+            .field("api_keys", &keys)
+            .field("base_urls", &self.base_urls)
+            .finish()
+    }
 }
 
 impl Default for AiConfig {
@@ -259,5 +282,19 @@ impl kernel::ModuleConfig for AiConfig {
             api_keys,
             base_urls,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_hides_the_api_keys() {
+        let mut config = AiConfig::default();
+        config.api_keys.insert("openai", "sk-hidden".to_owned());
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("sk-hidden"), "{shown}");
+        assert!(shown.contains(r#""openai": "<redacted>""#), "{shown}");
     }
 }

@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 use kernel::ApiError;
 use kernel::Timestamp;
 use kernel::db::run_detached;
-use kernel::identity::OptionalUser;
+use kernel::identity::{AuthFailure, Identity, OptionalUser};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -192,12 +192,26 @@ pub struct VersionResponse {
 }
 
 /// The caller: the token's user when one is sent, else the `user_id` given, else `api-user`.
-fn caller(user: &OptionalUser, given: Option<String>) -> String {
+/// With an identity provider mounted, a `user_id` that is an account's id (the key of that
+/// user's conversations) needs the account's token: without one it is 401, so that nobody reads
+/// or continues another user's conversations by sending their id.
+fn caller(
+    identity: &Identity,
+    user: &OptionalUser,
+    given: Option<String>,
+) -> Result<String, ApiError> {
     match &user.0 {
-        Some(p) => p.user_id.to_string(),
-        None => given
-            .filter(|u| !u.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_USER.to_owned()),
+        Some(p) => Ok(p.user_id.to_string()),
+        None => {
+            let given = given
+                .filter(|u| !u.trim().is_empty())
+                .unwrap_or_else(|| DEFAULT_USER.to_owned());
+            let an_account = given.parse::<i64>().is_ok_and(|id| id.to_string() == given);
+            if identity.is_enabled() && an_account {
+                return Err(AuthFailure::NotAuthenticated.into());
+            }
+            Ok(given)
+        }
     }
 }
 
@@ -227,13 +241,14 @@ async fn prepare(
 #[post("/chat")]
 pub async fn chat(
     user: OptionalUser,
+    identity: web::Data<Identity>,
     state: web::Data<AiState>,
-    body: web::Json<ChatBody>,
+    body: kernel::http::Json<ChatBody>,
 ) -> Result<web::Json<ChatResponse>, ApiError> {
     let body = body.into_inner();
     let turn = prepare(
         &state,
-        caller(&user, body.user_id),
+        caller(&identity, &user, body.user_id)?,
         body.message,
         body.conversation_id,
     )
@@ -262,13 +277,14 @@ pub async fn chat(
 #[post("/chat/stream")]
 pub async fn chat_stream(
     user: OptionalUser,
+    identity: web::Data<Identity>,
     state: web::Data<AiState>,
-    body: web::Json<ChatBody>,
+    body: kernel::http::Json<ChatBody>,
 ) -> Result<impl actix_web::Responder, ApiError> {
     let body = body.into_inner();
     let turn = prepare(
         &state,
-        caller(&user, body.user_id),
+        caller(&identity, &user, body.user_id)?,
         body.message,
         body.conversation_id,
     )
@@ -288,13 +304,14 @@ pub async fn chat_stream(
 #[get("/chat/stream")]
 pub async fn chat_stream_get(
     user: OptionalUser,
+    identity: web::Data<Identity>,
     state: web::Data<AiState>,
     query: web::Query<StreamQuery>,
 ) -> Result<impl actix_web::Responder, ApiError> {
     let query = query.into_inner();
     let turn = prepare(
         &state,
-        caller(&user, query.user_id),
+        caller(&identity, &user, query.user_id)?,
         query.message,
         query.conversation_id,
     )
@@ -316,6 +333,7 @@ fn event(name: &str, data: serde_json::Value) -> sse::Event {
 /// Relays the provider's stream as the spec's events. Returns as soon as the client is gone,
 /// which drops the provider stream and so closes the provider request.
 async fn relay(service: Arc<dyn AiService>, turn: Turn, tx: mpsc::Sender<sse::Event>) {
+    let _open = kernel::metrics::OpenStream::start();
     let send = |e: sse::Event| {
         let tx = tx.clone();
         async move { tx.send(e).await.is_ok() }
@@ -417,11 +435,12 @@ async fn relay(service: Arc<dyn AiService>, turn: Turn, tx: mpsc::Sender<sse::Ev
 #[get("/conversations")]
 pub async fn conversations(
     user: OptionalUser,
+    identity: web::Data<Identity>,
     state: web::Data<AiState>,
     query: web::Query<ListQuery>,
 ) -> Result<web::Json<Vec<ConversationSummary>>, ApiError> {
     let query = query.into_inner();
-    let user = caller(&user, query.user_id);
+    let user = caller(&identity, &user, query.user_id)?;
     let limit = usize::try_from(query.limit.unwrap_or(50)).unwrap_or(0);
     let service = state.service.clone();
     let heads = run_detached(async move { service.conversations(&user, limit).await }).await?;
@@ -443,11 +462,12 @@ pub async fn conversations(
 #[get("/conversations/{conversation_id}")]
 pub async fn conversation(
     user: OptionalUser,
+    identity: web::Data<Identity>,
     state: web::Data<AiState>,
     id: web::Path<String>,
     query: web::Query<UserQuery>,
 ) -> Result<web::Json<ConversationDetail>, ApiError> {
-    let user = caller(&user, query.into_inner().user_id);
+    let user = caller(&identity, &user, query.into_inner().user_id)?;
     let id = id.into_inner();
     let service = state.service.clone();
     let conversation = run_detached(async move { service.conversation(&user, &id).await }).await?;

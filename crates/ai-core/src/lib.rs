@@ -88,6 +88,7 @@ fn service(
             timeout: config.timeout,
         },
     );
+    let model = providers::metered(spec.name, model);
     Arc::new(AiServiceImpl::new(config, model, store))
 }
 

@@ -351,6 +351,15 @@ async fn failures_follow_the_contract(db: TestDb) {
         (status, answer["detail"].as_str()),
         (503, Some("AI service error: AI service is disabled"))
     );
+    drop(c);
+    // AI_MAX_MESSAGE_CHARS counts characters, not bytes.
+    let c = start(&db, |config| config.max_message_chars = 5).await;
+    let (status, answer) = c.post("/chat", json!({"message": "ééééé!"})).await;
+    assert_eq!(
+        (status, answer["detail"].as_str()),
+        (400, Some("Message too long: 6 characters (max 5)"))
+    );
+    assert_eq!(c.post("/chat", json!({"message": "ééééé"})).await.0, 200);
 }
 
 async fn conversations_belong_to_their_user(db: TestDb) {
@@ -390,12 +399,43 @@ async fn conversations_belong_to_their_user(db: TestDb) {
         .unwrap();
     let answer: Value = res.json().await.unwrap();
     let token_conversation = answer["conversation_id"].as_str().unwrap();
+    let res = c
+        .server
+        .client
+        .get(
+            c.server
+                .url(&format!("/ai/conversations/{token_conversation}")),
+        )
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    // An account's id as user_id needs that account's token: without it, 401 on every route.
+    let not_authenticated = (401, json!({"detail": "Not authenticated"}));
     assert_eq!(
         c.get(&format!("/conversations/{token_conversation}?user_id=7"))
-            .await
-            .0,
-        200
+            .await,
+        not_authenticated
     );
+    assert_eq!(c.get("/conversations?user_id=7").await, not_authenticated);
+    let continue_as_7 =
+        json!({"message": "x", "conversation_id": token_conversation, "user_id": "7"});
+    assert_eq!(
+        c.post("/chat", continue_as_7.clone()).await,
+        not_authenticated
+    );
+    assert_eq!(c.stream(continue_as_7).await.0, 401);
+    let res = c
+        .server
+        .client
+        .get(c.server.url("/ai/chat/stream?message=x&user_id=7"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+    // Other names stay the caller's word (the spec's anonymous use).
+    assert_eq!(c.get("/conversations?user_id=007").await, (200, json!([])));
     assert_eq!(
         c.get(&format!(
             "/conversations/{token_conversation}?user_id=alice"
@@ -425,6 +465,16 @@ async fn conversations_belong_to_their_user(db: TestDb) {
         .post("/chat", json!({"message": "hi", "user_id": "a\u{0}"}))
         .await;
     assert_eq!(status, 400);
+    // Without an identity provider there are no accounts: any user_id is the caller's word.
+    let open = start(&db, |_| {}).await;
+    let (status, _) = open
+        .post("/chat", json!({"message": "hi", "user_id": "7"}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        open.get("/conversations?user_id=7").await.1[0]["message_count"],
+        2
+    );
 }
 
 async fn the_database_store_is_shared_by_two_instances(db: TestDb) {

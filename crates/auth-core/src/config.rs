@@ -1,10 +1,13 @@
 //! Settings of the auth module.
 
 use kernel::ConfigError;
-use kernel::config::{flag, parse_in_range, var};
+use kernel::config::{flag, is_published_secret, parse_in_range, var};
+use kernel::module::Deployment;
 
 /// Minimum length of `SECRET_KEY` in production.
 pub const MIN_SECRET_BYTES: usize = 32;
+/// Lowest `BCRYPT_COST` accepted in production (OWASP's minimum; the default is 12).
+pub const MIN_PRODUCTION_BCRYPT_COST: u32 = 10;
 
 #[derive(Clone)]
 pub struct AuthConfig {
@@ -54,25 +57,19 @@ impl kernel::ModuleConfig for AuthConfig {
     fn from_env() -> Result<Self, ConfigError> {
         AuthConfig::from_env()
     }
+
+    fn production_problems(&self, _: &Deployment) -> Vec<ConfigError> {
+        AuthConfig::production_problems(self)
+    }
 }
 
 impl AuthConfig {
+    /// Reads the settings. A missing or weak `SECRET_KEY` and a low `BCRYPT_COST` are not refused
+    /// here: [`AuthConfig::production_problems`] names them, and the server refuses them with
+    /// `APP_ENV=production`.
     pub fn from_env() -> Result<Self, ConfigError> {
-        let production = var("APP_ENV").is_some_and(|v| v.eq_ignore_ascii_case("production"));
         let (secret_key, secret_generated) = match var("SECRET_KEY") {
-            Some(key) if production && key.len() < MIN_SECRET_BYTES => {
-                return Err(ConfigError::new(
-                    "SECRET_KEY",
-                    format!("must be at least {MIN_SECRET_BYTES} bytes when APP_ENV=production"),
-                ));
-            }
             Some(key) => (key.into_bytes(), false),
-            None if production => {
-                return Err(ConfigError::new(
-                    "SECRET_KEY",
-                    "is required when APP_ENV=production",
-                ));
-            }
             None => (
                 random_secret().map_err(|e| ConfigError::new("SECRET_KEY", e))?,
                 true,
@@ -90,6 +87,45 @@ impl AuthConfig {
                 1..=1024,
             )?,
         })
+    }
+
+    /// What is unsafe in production: no `SECRET_KEY` (a random key per process: tokens die with
+    /// it, and instances do not accept each other's), one shorter than [`MIN_SECRET_BYTES`] or
+    /// published in this repository (anyone could sign tokens), and a `BCRYPT_COST` below
+    /// [`MIN_PRODUCTION_BCRYPT_COST`] (leaked hashes crack fast).
+    pub fn production_problems(&self) -> Vec<ConfigError> {
+        let mut problems = Vec::new();
+        let set_key = format!(
+            "set a random value of at least {MIN_SECRET_BYTES} bytes (e.g. the output of \
+             `openssl rand -hex 32`)"
+        );
+        if self.secret_generated {
+            problems.push(ConfigError::new(
+                "SECRET_KEY",
+                format!("is not set; {set_key}"),
+            ));
+        } else if self.secret_key.len() < MIN_SECRET_BYTES {
+            problems.push(ConfigError::new(
+                "SECRET_KEY",
+                format!("is {} bytes; {set_key}", self.secret_key.len()),
+            ));
+        } else if std::str::from_utf8(&self.secret_key).is_ok_and(is_published_secret) {
+            problems.push(ConfigError::new(
+                "SECRET_KEY",
+                format!("is a value published in Keel's repository; {set_key}"),
+            ));
+        }
+        if self.bcrypt_cost < MIN_PRODUCTION_BCRYPT_COST {
+            problems.push(ConfigError::new(
+                "BCRYPT_COST",
+                format!(
+                    "{} is below {MIN_PRODUCTION_BCRYPT_COST}; set {MIN_PRODUCTION_BCRYPT_COST} \
+                     or more (default 12)",
+                    self.bcrypt_cost
+                ),
+            ));
+        }
+        problems
     }
 
     /// A configuration for tests and embedding: the given key, 30-minute tokens, bcrypt cost 4.
@@ -120,4 +156,50 @@ fn random_secret() -> Result<Vec<u8>, String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| e.to_string())?;
     Ok(hex::encode(bytes).into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(problems: Vec<ConfigError>) -> Vec<String> {
+        problems.into_iter().map(|p| p.setting).collect()
+    }
+
+    #[test]
+    fn production_refuses_a_missing_short_or_published_key_and_a_low_cost() {
+        let strong = AuthConfig {
+            bcrypt_cost: 12,
+            ..AuthConfig::with_secret("a-long-random-secret-nobody-else-has-42")
+        };
+        assert!(strong.production_problems().is_empty());
+        let at_minimum = AuthConfig {
+            bcrypt_cost: MIN_PRODUCTION_BCRYPT_COST,
+            ..AuthConfig::with_secret(&"k".repeat(MIN_SECRET_BYTES))
+        };
+        assert!(at_minimum.production_problems().is_empty());
+        // The defaults: a generated key, cost 12.
+        assert_eq!(
+            settings(AuthConfig::default().production_problems()),
+            ["SECRET_KEY"]
+        );
+        let short = AuthConfig {
+            bcrypt_cost: 12,
+            ..AuthConfig::with_secret(&"k".repeat(MIN_SECRET_BYTES - 1))
+        };
+        assert_eq!(settings(short.production_problems()), ["SECRET_KEY"]);
+        let published = AuthConfig {
+            bcrypt_cost: 12,
+            ..AuthConfig::with_secret("bench-secret-bench-secret-bench-secret")
+        };
+        let problems = published.production_problems();
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].message.contains("published"), "{problems:?}");
+        // with_secret's cost 4 (tests) is too low; both problems are named.
+        let weak = AuthConfig::with_secret("short");
+        assert_eq!(
+            settings(weak.production_problems()),
+            ["SECRET_KEY", "BCRYPT_COST"]
+        );
+    }
 }

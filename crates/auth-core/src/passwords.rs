@@ -89,3 +89,29 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| AuthError::Internal(e.to_string()))?
         .map_err(|e| AuthError::Internal(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// bcrypt reads 72 bytes: a longer password whose first 72 bytes are the stored one would
+    /// match if it were handed to bcrypt as is. It never matches, and still costs a verification.
+    #[tokio::test]
+    async fn passwords_over_72_bytes_never_match() {
+        let hasher = Hasher::new(4, 1).await.unwrap_or_else(|e| panic!("{e:?}"));
+        let stored = "é".repeat(36); // 72 bytes
+        assert_eq!(stored.len(), PASSWORD_MAX_BYTES);
+        let hash = hasher.hash(&stored).await.unwrap_or_default();
+        let check = |password: String| {
+            let (hasher, hash) = (hasher.clone(), hash.clone());
+            async move { hasher.verify(&password, Some(&hash)).await.ok() }
+        };
+        assert_eq!(check(stored.clone()).await, Some(true));
+        let before = hasher.verifications();
+        assert_eq!(check(format!("{stored}x")).await, Some(false));
+        assert_eq!(check(format!("{stored}é")).await, Some(false));
+        assert_eq!(hasher.verifications() - before, 2);
+        // The dummy hash of unknown users never matches either.
+        assert_eq!(hasher.verify(&stored, None).await.ok(), Some(false));
+    }
+}

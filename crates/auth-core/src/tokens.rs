@@ -70,6 +70,70 @@ mod tests {
         assert_eq!(keys.verify("not-a-token"), None);
     }
 
+    const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    fn sign(algorithm: Algorithm, claims: &serde_json::Value) -> String {
+        jsonwebtoken::encode(
+            &Header::new(algorithm),
+            claims,
+            &EncodingKey::from_secret(SECRET),
+        )
+        .unwrap_or_default()
+    }
+
+    fn fresh_claims() -> serde_json::Value {
+        let now = chrono::Utc::now().timestamp();
+        serde_json::json!({"sub": "1", "iat": now, "exp": now + 600, "jti": "j"})
+    }
+
+    #[test]
+    fn only_hs256_is_accepted() {
+        let keys = TokenKeys::new(SECRET, 30);
+        let claims = fresh_claims();
+        assert_eq!(keys.verify(&sign(Algorithm::HS256, &claims)), Some(1));
+        // The same claims and the same secret under another HMAC algorithm.
+        for other in [Algorithm::HS384, Algorithm::HS512] {
+            let token = sign(other, &claims);
+            assert!(!token.is_empty());
+            assert_eq!(keys.verify(&token), None, "{other:?}");
+        }
+        // `alg: none`, with no signature and with a valid token's signature.
+        let valid = sign(Algorithm::HS256, &claims);
+        let mut parts = valid.split('.');
+        let (_, payload, signature) = (parts.next(), parts.next(), parts.next());
+        let (payload, signature) = (payload.unwrap_or(""), signature.unwrap_or(""));
+        // {"alg":"none","typ":"JWT"} and {"alg":"None"}, base64url.
+        for header in ["eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0", "eyJhbGciOiJOb25lIn0"] {
+            assert_eq!(keys.verify(&format!("{header}.{payload}.")), None);
+            assert_eq!(
+                keys.verify(&format!("{header}.{payload}.{signature}")),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn exp_sub_and_iat_are_required() {
+        let keys = TokenKeys::new(SECRET, 30);
+        let complete = fresh_claims();
+        assert_eq!(keys.verify(&sign(Algorithm::HS256, &complete)), Some(1));
+        for claim in ["exp", "sub", "iat"] {
+            let mut claims = complete.clone();
+            if let Some(map) = claims.as_object_mut() {
+                map.remove(claim);
+            }
+            assert_eq!(
+                keys.verify(&sign(Algorithm::HS256, &claims)),
+                None,
+                "without {claim}"
+            );
+        }
+        // An exp that is not a number is no exp.
+        let mut claims = complete.clone();
+        claims["exp"] = serde_json::json!("never");
+        assert_eq!(keys.verify(&sign(Algorithm::HS256, &claims)), None);
+    }
+
     #[test]
     fn expired_tokens_are_refused() {
         let secret = b"0123456789abcdef0123456789abcdef";

@@ -2,6 +2,7 @@
 
 use kernel::ConfigError;
 use kernel::config::{parse_in_range, var};
+use kernel::module::Deployment;
 
 /// 50 MiB.
 pub const DEFAULT_IMPORT_MAX_BYTES: usize = 50 * 1024 * 1024;
@@ -74,6 +75,22 @@ impl Default for BlogConfig {
 impl kernel::ModuleConfig for BlogConfig {
     fn from_env() -> Result<Self, ConfigError> {
         BlogConfig::from_env()
+    }
+
+    /// `BLOG_PROTECTION=role` or `basic` without the auth module: the module would fall back to
+    /// `none` and open its writes to anyone, which production refuses.
+    fn production_problems(&self, deployment: &Deployment) -> Vec<ConfigError> {
+        match self.check(deployment.identity) {
+            Ok(()) => Vec::new(),
+            Err(e) => vec![ConfigError::new(
+                &e.setting,
+                format!(
+                    "{}: writes would be open to anyone; mount auth (KEEL_MODULES) or set \
+                     BLOG_PROTECTION=none to open them on purpose",
+                    e.message
+                ),
+            )],
+        }
     }
 }
 
@@ -161,6 +178,31 @@ mod tests {
         assert_eq!(role.effective_protection(false), Protection::None);
         assert!(role.check(false).is_err());
         assert!(role.check(true).is_ok());
+    }
+
+    #[test]
+    fn production_refuses_protection_that_would_fall_back_to_open_writes() {
+        use kernel::ModuleConfig as _;
+        let with_auth = Deployment { identity: true };
+        let without_auth = Deployment { identity: false };
+        for protection in [Protection::Role, Protection::Basic] {
+            let config = BlogConfig {
+                protection: Some(protection),
+                ..BlogConfig::default()
+            };
+            assert!(config.production_problems(&with_auth).is_empty());
+            let problems = config.production_problems(&without_auth);
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert_eq!(problems[0].setting, "BLOG_PROTECTION");
+        }
+        // Unset or `none`: open without auth by design, not a refusal.
+        for protection in [None, Some(Protection::None)] {
+            let config = BlogConfig {
+                protection,
+                ..BlogConfig::default()
+            };
+            assert!(config.production_problems(&without_auth).is_empty());
+        }
     }
 
     #[test]

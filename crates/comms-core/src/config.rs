@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use kernel::ConfigError;
-use kernel::config::{parse_in_range, var};
+use kernel::config::{is_published_secret, parse_in_range, var};
+use kernel::module::Deployment;
 
 pub const DEFAULT_RESEND_API_BASE: &str = "https://api.resend.com";
 pub const DEFAULT_TWILIO_API_BASE: &str = "https://api.twilio.com";
@@ -11,7 +12,7 @@ pub const DEFAULT_TIMEOUT_SECONDS: u64 = 15;
 
 /// Channel settings. A channel whose settings are missing answers 503 naming the first one missing;
 /// `Default` reads no environment and configures no channel.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct CommsConfig {
     /// `RESEND_API_KEY`.
     pub resend_api_key: Option<String>,
@@ -38,6 +39,32 @@ pub struct CommsConfig {
     pub timeout: Duration,
 }
 
+/// The secrets show as `<redacted>`: settings may end up in a log or a panic message.
+impl std::fmt::Debug for CommsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redacted = |v: &Option<String>| v.as_ref().map(|_| "<redacted>");
+        f.debug_struct("CommsConfig")
+            .field("resend_api_key", &redacted(&self.resend_api_key))
+            .field("resend_from_email", &self.resend_from_email)
+            .field("resend_api_base", &self.resend_api_base)
+            .field(
+                "resend_webhook_secret",
+                &redacted(&self.resend_webhook_secret),
+            )
+            .field("twilio_account_sid", &self.twilio_account_sid)
+            .field("twilio_auth_token", &redacted(&self.twilio_auth_token))
+            .field("twilio_phone_number", &self.twilio_phone_number)
+            .field(
+                "twilio_messaging_service_sid",
+                &self.twilio_messaging_service_sid,
+            )
+            .field("twilio_api_base", &self.twilio_api_base)
+            .field("public_base_url", &self.public_base_url)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
 impl Default for CommsConfig {
     fn default() -> Self {
         CommsConfig {
@@ -57,6 +84,10 @@ impl Default for CommsConfig {
 }
 
 impl kernel::ModuleConfig for CommsConfig {
+    fn production_problems(&self, _: &Deployment) -> Vec<ConfigError> {
+        CommsConfig::production_problems(self)
+    }
+
     fn from_env() -> Result<Self, ConfigError> {
         let base = |name: &str, default: &str| -> Result<String, ConfigError> {
             let value = var(name).unwrap_or_else(|| default.to_owned());
@@ -111,6 +142,32 @@ impl kernel::ModuleConfig for CommsConfig {
 }
 
 impl CommsConfig {
+    /// What is unsafe in production: a webhook signing secret (`RESEND_WEBHOOK_SECRET`, or
+    /// `TWILIO_AUTH_TOKEN`, which also signs Twilio's callbacks) published in this repository, with
+    /// which anyone could forge delivery events.
+    pub fn production_problems(&self) -> Vec<ConfigError> {
+        [
+            (
+                "RESEND_WEBHOOK_SECRET",
+                &self.resend_webhook_secret,
+                "Resend",
+            ),
+            ("TWILIO_AUTH_TOKEN", &self.twilio_auth_token, "Twilio"),
+        ]
+        .into_iter()
+        .filter(|(_, value, _)| value.as_deref().is_some_and(is_published_secret))
+        .map(|(setting, _, provider)| {
+            ConfigError::new(
+                setting,
+                format!(
+                    "is a value published in Keel's repository (anyone could sign {provider}'s \
+                     webhooks with it); set the one {provider} shows for this account"
+                ),
+            )
+        })
+        .collect()
+    }
+
     /// The first setting a channel misses: its 503 names it.
     pub fn missing(&self, channel: crate::Channel) -> Option<&'static str> {
         self.all_missing(channel).into_iter().next()
@@ -143,5 +200,51 @@ impl CommsConfig {
             .filter(|(_, set)| !set)
             .map(|(name, _)| name)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn production_refuses_published_webhook_secrets() {
+        let config = CommsConfig {
+            resend_webhook_secret: Some("whsec_cHJvdmlkZXItc2ltLXJlc2VuZC1ob29r".to_owned()),
+            twilio_auth_token: Some("0123456789abcdef0123456789abcdef".to_owned()),
+            ..CommsConfig::default()
+        };
+        let settings: Vec<String> = config
+            .production_problems()
+            .into_iter()
+            .map(|p| p.setting)
+            .collect();
+        assert_eq!(settings, ["RESEND_WEBHOOK_SECRET", "TWILIO_AUTH_TOKEN"]);
+        let own = CommsConfig {
+            resend_webhook_secret: Some("whsec_b3duLXNlY3JldC1vZi10aGlzLWFjY291bnQ=".to_owned()),
+            twilio_auth_token: Some("f00dfeedf00dfeedf00dfeedf00dfeed".to_owned()),
+            ..CommsConfig::default()
+        };
+        assert!(own.production_problems().is_empty());
+        assert!(CommsConfig::default().production_problems().is_empty());
+    }
+
+    #[test]
+    fn debug_output_hides_the_secrets() {
+        let config = CommsConfig {
+            resend_api_key: Some("re_hidden".to_owned()),
+            resend_webhook_secret: Some("whsec_aGlkZGVu".to_owned()),
+            twilio_account_sid: Some("AC123".to_owned()),
+            twilio_auth_token: Some("hidden-token".to_owned()),
+            ..CommsConfig::default()
+        };
+        let shown = format!("{config:?}");
+        for secret in ["re_hidden", "whsec_aGlkZGVu", "hidden-token"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(
+            shown.contains("<redacted>") && shown.contains("AC123"),
+            "{shown}"
+        );
     }
 }

@@ -66,7 +66,7 @@ pub fn svix_verify(
         .trim()
         .parse()
         .map_err(|_| SvixRefusal::BadSignature)?;
-    if (now - sent_at).abs() > SVIX_TOLERANCE_SECONDS {
+    if now.abs_diff(sent_at) > SVIX_TOLERANCE_SECONDS.unsigned_abs() {
         return Err(SvixRefusal::Stale);
     }
     let Ok(mut mac) = HmacSha256::new_from_slice(key) else {
@@ -88,6 +88,9 @@ pub fn svix_verify(
         Err(SvixRefusal::BadSignature)
     }
 }
+
+#[cfg(test)]
+mod proptests;
 
 #[cfg(test)]
 mod tests {
@@ -150,5 +153,23 @@ mod tests {
             svix_verify(&key, None, Some("1"), Some(&good), body, 1),
             Err(SvixRefusal::MissingHeaders)
         );
+    }
+
+    #[test]
+    fn svix_timestamps_at_the_ends_of_the_range_are_stale() {
+        // `now - sent_at` overflowed (a panic in debug builds) for these.
+        for sent_at in ["-9223372036854775808", "9223372036854775807"] {
+            assert_eq!(
+                svix_verify(
+                    b"k",
+                    Some("m"),
+                    Some(sent_at),
+                    Some("v1,AAAA"),
+                    b"",
+                    1_700_000_000
+                ),
+                Err(SvixRefusal::Stale)
+            );
+        }
     }
 }

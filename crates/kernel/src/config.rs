@@ -22,6 +22,54 @@ impl ConfigError {
     }
 }
 
+/// Whether `APP_ENV=production` (any case): the server then refuses to start while any setting is
+/// unsafe (see [`refuse_unsafe`] and [`crate::ModuleConfig::production_problems`]).
+pub fn is_production() -> bool {
+    var("APP_ENV").is_some_and(|v| v.eq_ignore_ascii_case("production"))
+}
+
+/// Secret values published in this repository: the provider simulator's settings and the bench
+/// scripts' keys. Anyone can read them, so a key that verifies what the service receives (token
+/// signing key, webhook signing secrets) must never be one of them in production.
+pub const PUBLISHED_SECRETS: &[&str] = &[
+    "sk_test_provider_sim",
+    "whsec_provider_sim",
+    "re_provider_sim",
+    "whsec_cHJvdmlkZXItc2ltLXJlc2VuZC1ob29r",
+    "0123456789abcdef0123456789abcdef",
+    "sim-ai-key",
+    "bench-secret-bench-secret-bench-secret",
+    "whsec_bench",
+    "sk_test_bench",
+];
+
+/// Whether `value` is one of the [`PUBLISHED_SECRETS`].
+pub fn is_published_secret(value: &str) -> bool {
+    PUBLISHED_SECRETS.contains(&value.trim())
+}
+
+/// The refusal of `APP_ENV=production`: `Ok` when `problems` is empty, else one error that lists
+/// every problem (each naming its setting and what to set), so that a deployer fixes them all in
+/// one pass.
+pub fn refuse_unsafe(problems: Vec<ConfigError>) -> Result<(), ConfigError> {
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| format!("  {}: {}", p.setting, p.message))
+        .collect();
+    Err(ConfigError::new(
+        "APP_ENV",
+        format!(
+            "production refuses to start with {} unsafe setting{}:\n{}",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" },
+            lines.join("\n")
+        ),
+    ))
+}
+
 /// Loads `.env` from the working directory into the process environment, if the file exists.
 /// Variables already set in the environment win over the file.
 pub fn load_dotenv() {
@@ -113,6 +161,31 @@ mod tests {
             assert_eq!(parse_bool(f), Some(false), "{f}");
         }
         assert_eq!(parse_bool("maybe"), None);
+    }
+
+    #[test]
+    fn the_production_refusal_lists_every_problem() {
+        assert_eq!(refuse_unsafe(Vec::new()), Ok(()));
+        let err = refuse_unsafe(vec![
+            ConfigError::new("SECRET_KEY", "is not set; set 32 random bytes"),
+            ConfigError::new("BCRYPT_COST", "4 is below 10; set 10 or more"),
+        ])
+        .err()
+        .unwrap_or_else(|| ConfigError::new("", ""));
+        assert_eq!(err.setting, "APP_ENV");
+        assert_eq!(
+            err.to_string(),
+            "invalid setting APP_ENV: production refuses to start with 2 unsafe settings:\n  \
+             SECRET_KEY: is not set; set 32 random bytes\n  \
+             BCRYPT_COST: 4 is below 10; set 10 or more"
+        );
+    }
+
+    #[test]
+    fn published_secrets_are_recognised() {
+        assert!(is_published_secret("whsec_provider_sim"));
+        assert!(is_published_secret(" whsec_provider_sim "));
+        assert!(!is_published_secret("whsec_provider_sim2"));
     }
 
     #[test]

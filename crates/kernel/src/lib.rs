@@ -16,6 +16,7 @@ pub mod http;
 pub mod http_client;
 pub mod identity;
 pub mod jobs;
+pub mod metrics;
 pub mod module;
 pub mod openapi;
 pub mod pagination;

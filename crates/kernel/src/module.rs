@@ -151,6 +151,11 @@ pub trait Module: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Sets the module's gauges that are read rather than counted (the task queues' depths),
+    /// through [`crate::metrics`]. Called before each scrape of `GET /metrics`, only when metrics
+    /// are on; keep it short (a scrape waits for it).
+    async fn sample_metrics(&self) {}
+
     /// The background tasks the module runs (registered with the task runner before any worker
     /// starts, in `keel serve` and in `keel worker`).
     fn tasks(&self) -> Vec<TaskDef> {
@@ -205,7 +210,26 @@ pub trait BuildModule: Module + Sized {
 /// A module's settings: read from the environment by the server, built in code by tests and
 /// embedders (`Default` never reads the environment).
 pub trait ModuleConfig: Clone + Default + Send + Sync + std::fmt::Debug + 'static {
+    /// Reads the settings; a value that is present but invalid is an error naming its setting.
+    /// Values that are valid but unsafe in production are not refused here: they are reported by
+    /// [`production_problems`](Self::production_problems), so that every one is named at once.
     fn from_env() -> Result<Self, ConfigError>;
+
+    /// What makes these settings unsafe in production, one error per problem: the setting's name
+    /// and what to set instead. With `APP_ENV=production` the server refuses to start while any
+    /// module reports one (it lists them all, with its own, through
+    /// [`crate::config::refuse_unsafe`]). None by default.
+    fn production_problems(&self, deployment: &Deployment) -> Vec<ConfigError> {
+        let _ = deployment;
+        Vec::new()
+    }
+}
+
+/// What a module's production check may know beyond its own settings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Deployment {
+    /// Whether an identity provider (the auth module) is mounted.
+    pub identity: bool,
 }
 
 type BuildFuture<'a> = Pin<Box<dyn Future<Output = Result<Arc<dyn Module>, ModuleError>> + 'a>>;
@@ -219,6 +243,7 @@ pub struct ModuleEntry {
     pub commands: fn() -> Vec<clap::Command>,
     load: fn(&mut Settings) -> Result<(), ConfigError>,
     defaults: fn(&mut Settings),
+    production: fn(&Settings, &Deployment) -> Vec<ConfigError>,
     build: for<'a> fn(&'a Settings, &'a Deps) -> BuildFuture<'a>,
 }
 
@@ -234,6 +259,12 @@ pub fn entry<M: BuildModule>() -> ModuleEntry {
             Ok(())
         },
         defaults: |settings| settings.set(M::Settings::default()),
+        production: |settings, deployment| {
+            settings
+                .get::<M::Settings>()
+                .map(|own| own.production_problems(deployment))
+                .unwrap_or_default()
+        },
         build: |settings, deps| {
             Box::pin(async move {
                 let own = settings.get::<M::Settings>().cloned().unwrap_or_default();
@@ -253,6 +284,16 @@ impl ModuleEntry {
     /// Puts this module's default settings into `settings` (no environment read).
     pub fn default_settings(&self, settings: &mut Settings) {
         (self.defaults)(settings)
+    }
+
+    /// What makes this module's settings in `settings` unsafe in production (see
+    /// [`ModuleConfig::production_problems`]); nothing when they were never loaded.
+    pub fn production_problems(
+        &self,
+        settings: &Settings,
+        deployment: &Deployment,
+    ) -> Vec<ConfigError> {
+        (self.production)(settings, deployment)
     }
 
     /// Builds the module with its settings from `settings` (defaults when absent).
@@ -403,6 +444,75 @@ mod tests {
         settings.set(Demo { level: 9 });
         assert_eq!(copy.get::<Demo>(), Some(&Demo { level: 3 }));
         assert_eq!(settings.get::<Demo>(), Some(&Demo { level: 9 }));
+    }
+
+    #[derive(Debug, Clone, Default, PartialEq)]
+    struct Guarded {
+        open: bool,
+    }
+
+    impl ModuleConfig for Guarded {
+        fn from_env() -> Result<Self, ConfigError> {
+            Ok(Guarded::default())
+        }
+
+        fn production_problems(&self, deployment: &Deployment) -> Vec<ConfigError> {
+            if self.open && !deployment.identity {
+                vec![ConfigError::new("GUARDED_OPEN", "set false")]
+            } else {
+                Vec::new()
+            }
+        }
+    }
+
+    struct GuardedModule;
+
+    #[async_trait::async_trait]
+    impl Module for GuardedModule {
+        fn name(&self) -> &'static str {
+            "guarded"
+        }
+        fn mounts(&self) -> &'static [&'static str] {
+            &[]
+        }
+        fn routes(&self, _cfg: &mut ServiceConfig) {}
+        async fn health(&self) -> ModuleHealth {
+            ModuleHealth::healthy("ok")
+        }
+    }
+
+    impl BuildModule for GuardedModule {
+        const NAME: &'static str = "guarded";
+        type Settings = Guarded;
+
+        async fn build(_: Guarded, _: &Deps) -> Result<Self, ModuleError> {
+            Ok(GuardedModule)
+        }
+    }
+
+    #[test]
+    fn production_problems_come_from_the_loaded_settings() {
+        let entry = entry::<GuardedModule>();
+        let problems = |settings: &Settings, identity: bool| -> Vec<String> {
+            entry
+                .production_problems(settings, &Deployment { identity })
+                .into_iter()
+                .map(|e| e.setting)
+                .collect()
+        };
+        let mut settings = Settings::default();
+        assert!(problems(&settings, false).is_empty(), "nothing loaded");
+        entry.default_settings(&mut settings);
+        assert!(problems(&settings, false).is_empty(), "the defaults");
+        settings.set(Guarded { open: true });
+        assert_eq!(problems(&settings, false), ["GUARDED_OPEN"]);
+        assert!(problems(&settings, true).is_empty());
+        // Settings without a check of their own report nothing.
+        assert!(
+            Demo { level: 1 }
+                .production_problems(&Deployment::default())
+                .is_empty()
+        );
     }
 
     #[test]

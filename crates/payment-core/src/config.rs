@@ -3,12 +3,13 @@
 use std::time::Duration;
 
 use kernel::ConfigError;
-use kernel::config::{parse_in_range, var};
+use kernel::config::{is_published_secret, parse_in_range, var};
+use kernel::module::Deployment;
 
 pub const DEFAULT_STRIPE_API_BASE: &str = "https://api.stripe.com";
 pub const DEFAULT_PUBLIC_BASE_URL: &str = "http://localhost:8000";
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct PaymentConfig {
     /// `STRIPE_SECRET_KEY`: without it checkout, refunds and cancels answer 503.
     pub secret_key: Option<String>,
@@ -26,6 +27,22 @@ pub struct PaymentConfig {
     pub timeout: Duration,
 }
 
+/// The secrets show as `<redacted>`: settings may end up in a log or a panic message.
+impl std::fmt::Debug for PaymentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redacted = |v: &Option<String>| v.as_ref().map(|_| "<redacted>");
+        f.debug_struct("PaymentConfig")
+            .field("secret_key", &redacted(&self.secret_key))
+            .field("webhook_secret", &redacted(&self.webhook_secret))
+            .field("api_base", &self.api_base)
+            .field("success_url", &self.success_url)
+            .field("cancel_url", &self.cancel_url)
+            .field("public_base_url", &self.public_base_url)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
 impl Default for PaymentConfig {
     fn default() -> Self {
         PaymentConfig {
@@ -41,6 +58,19 @@ impl Default for PaymentConfig {
 }
 
 impl PaymentConfig {
+    /// What is unsafe in production: a `STRIPE_WEBHOOK_SECRET` published in this repository, with
+    /// which anyone could sign webhook events (payments marked paid, refunds, disputes).
+    pub fn production_problems(&self) -> Vec<ConfigError> {
+        match &self.webhook_secret {
+            Some(secret) if is_published_secret(secret) => vec![ConfigError::new(
+                "STRIPE_WEBHOOK_SECRET",
+                "is a value published in Keel's repository (anyone could sign Stripe's webhooks \
+                 with it); set the signing secret Stripe shows for this endpoint",
+            )],
+            _ => Vec::new(),
+        }
+    }
+
     /// A test key (`sk_test_`, `rk_test_`) or none at all.
     pub fn is_test_mode(&self) -> bool {
         self.secret_key
@@ -63,6 +93,10 @@ fn url(name: &str, default: Option<&str>) -> Result<Option<String>, ConfigError>
 }
 
 impl kernel::ModuleConfig for PaymentConfig {
+    fn production_problems(&self, _: &Deployment) -> Vec<ConfigError> {
+        PaymentConfig::production_problems(self)
+    }
+
     fn from_env() -> Result<Self, ConfigError> {
         Ok(PaymentConfig {
             secret_key: var("STRIPE_SECRET_KEY"),
@@ -75,5 +109,43 @@ impl kernel::ModuleConfig for PaymentConfig {
                 .unwrap_or_else(|| DEFAULT_PUBLIC_BASE_URL.to_owned()),
             timeout: Duration::from_secs(parse_in_range("PAYMENT_TIMEOUT_SECONDS", 30, 1..=120)?),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn production_refuses_a_published_webhook_secret() {
+        for published in ["whsec_provider_sim", "whsec_bench"] {
+            let config = PaymentConfig {
+                webhook_secret: Some(published.to_owned()),
+                ..PaymentConfig::default()
+            };
+            let problems = config.production_problems();
+            assert_eq!(problems.len(), 1, "{published}");
+            assert_eq!(problems[0].setting, "STRIPE_WEBHOOK_SECRET");
+        }
+        let own = PaymentConfig {
+            secret_key: Some("sk_live_own".to_owned()),
+            webhook_secret: Some("whsec_0wn5ecret0f7h1sEndp01nt".to_owned()),
+            ..PaymentConfig::default()
+        };
+        assert!(own.production_problems().is_empty());
+        // No secret at all: every delivery is refused (400), which is safe.
+        assert!(PaymentConfig::default().production_problems().is_empty());
+    }
+
+    #[test]
+    fn debug_output_hides_the_secrets() {
+        let config = PaymentConfig {
+            secret_key: Some("sk_live_hidden".to_owned()),
+            webhook_secret: Some("whsec_hidden".to_owned()),
+            ..PaymentConfig::default()
+        };
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("hidden"), "{shown}");
+        assert!(shown.contains("<redacted>") && shown.contains("api.stripe.com"));
     }
 }

@@ -18,13 +18,19 @@ pub fn nested(body: &[u8]) -> Value {
     arrays(Value::Object(root))
 }
 
+/// The most `[...]` levels of a key that are read; deeper ones are ignored like text after a
+/// closing bracket (the nesting is walked recursively, so it must be bounded).
+const MAX_KEY_DEPTH: usize = 32;
+
 fn split_key(key: &str) -> Vec<String> {
     let (head, mut rest) = match key.find('[') {
         Some(i) => (&key[..i], &key[i..]),
         None => (key, ""),
     };
     let mut path = vec![head.to_owned()];
-    while let Some(stripped) = rest.strip_prefix('[') {
+    while path.len() <= MAX_KEY_DEPTH
+        && let Some(stripped) = rest.strip_prefix('[')
+    {
         let Some(end) = stripped.find(']') else { break };
         path.push(stripped[..end].to_owned());
         rest = &stripped[end + 1..];
@@ -78,6 +84,9 @@ pub fn str_at<'a>(value: &'a Value, pointer: &str) -> Option<&'a str> {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use serde_json::json;
 
@@ -107,5 +116,14 @@ mod tests {
         let pairs = super::pairs(b"To=%2B15551234567&From=+15557654321");
         assert_eq!(pairs[0].1, "+15551234567");
         assert_eq!(pairs[1].1, " 15557654321");
+    }
+
+    #[test]
+    fn deeply_bracketed_keys_do_not_exhaust_the_stack() {
+        // A 600 KB key overflowed the stack (the simulator takes bodies up to 16 MB).
+        let body = format!("a{}=v", "[x]".repeat(200_000));
+        let value = super::nested(body.as_bytes());
+        let path = format!("a{}", "/x".repeat(super::MAX_KEY_DEPTH));
+        assert_eq!(super::str_at(&value, &path), Some("v"));
     }
 }

@@ -126,6 +126,17 @@ pub enum Outcome {
     },
 }
 
+impl Outcome {
+    /// The outcome as the job metric counts it.
+    pub fn metric(&self) -> kernel::metrics::JobOutcome {
+        match self {
+            Outcome::Completed(_) => kernel::metrics::JobOutcome::Succeeded,
+            Outcome::Retry { .. } => kernel::metrics::JobOutcome::Retried,
+            Outcome::Failed(_) => kernel::metrics::JobOutcome::Failed,
+        }
+    }
+}
+
 /// The rules a backend applies when it hands out jobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClaimPolicy {

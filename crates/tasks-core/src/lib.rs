@@ -345,6 +345,23 @@ impl Module for TasksModule {
         Some(Arc::new(self.clone()))
     }
 
+    /// Every queue's depth; a queue whose backend does not answer within two seconds keeps its
+    /// last value.
+    async fn sample_metrics(&self) {
+        let backend = self.service.backend();
+        for queue in self.queues() {
+            let depth = tokio::time::timeout(Duration::from_secs(2), backend.depth(&queue)).await;
+            if let Ok(Ok(depth)) = depth {
+                kernel::metrics::task_queue_depth(
+                    &queue,
+                    depth.queued,
+                    depth.scheduled,
+                    depth.in_progress,
+                );
+            }
+        }
+    }
+
     async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
         match name {
             cli::COMMAND => cli::run(self, matches).await,

@@ -303,6 +303,7 @@ async fn settle(backend: &dyn TaskBackend, lease: &Lease, outcome: Outcome, keep
     for _ in 0..6 {
         match backend.finish(lease, &outcome, keep).await {
             Ok(true) => {
+                kernel::metrics::task_job(&lease.queue, outcome.metric());
                 match &outcome {
                     Outcome::Completed(_) => {
                         tracing::debug!(task_id = %lease.task_id, task = %lease.task_name, "task completed")

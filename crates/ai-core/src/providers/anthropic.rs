@@ -85,7 +85,7 @@ impl ChatModel for Anthropic {
 
 /// One named event: `message_start` (model, input tokens), `content_block_delta` (text),
 /// `message_delta` (stop reason, output tokens), `message_stop` (the end), `error`.
-fn decode(event: &Event, reply: &mut Completion) -> Result<Step, ProviderError> {
+pub(super) fn decode(event: &Event, reply: &mut Completion) -> Result<Step, ProviderError> {
     let data: StreamEvent = wire::chunk(&event.data)?;
     let name = wire::event_name(event, data.kind.as_deref());
     if name == "error" {

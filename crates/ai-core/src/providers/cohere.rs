@@ -85,7 +85,7 @@ impl ChatModel for Cohere {
 }
 
 /// One named event: `content-delta` (text), `message-end` (finish reason, usage: the end).
-fn decode(event: &Event, reply: &mut Completion) -> Result<Step, ProviderError> {
+pub(super) fn decode(event: &Event, reply: &mut Completion) -> Result<Step, ProviderError> {
     let data: StreamEvent = wire::chunk(&event.data)?;
     let delta = data.delta;
     match wire::event_name(event, data.kind.as_deref()) {

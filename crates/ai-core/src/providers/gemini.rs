@@ -92,7 +92,7 @@ impl ChatModel for Gemini {
 }
 
 /// One chunk: its text, and the model, usage and finish reason it carries.
-fn decode(event: &Event, reply: &mut Completion) -> Result<Step, ProviderError> {
+pub(super) fn decode(event: &Event, reply: &mut Completion) -> Result<Step, ProviderError> {
     let answer: Answer = wire::chunk(&event.data)?;
     if let Some(error) = &answer.error {
         return Err(ProviderError::new(

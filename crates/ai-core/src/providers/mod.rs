@@ -6,7 +6,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
+use kernel::metrics::{CallOutcome, PendingCall};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,13 +73,27 @@ pub type ChatStream = Pin<Box<dyn Stream<Item = Result<StreamItem, ProviderError
 #[error("{message}")]
 pub struct ProviderError {
     pub message: String,
+    /// What kind of failure it was, as the provider-call metric counts it.
+    outcome: CallOutcome,
 }
 
 impl ProviderError {
+    /// An answer that could not be used (counted as `invalid_response`).
     pub fn new(message: impl Into<String>) -> Self {
         ProviderError {
             message: message.into(),
+            outcome: CallOutcome::InvalidResponse,
         }
+    }
+
+    /// The same error counted as `outcome`.
+    pub fn counted_as(mut self, outcome: CallOutcome) -> Self {
+        self.outcome = outcome;
+        self
+    }
+
+    pub fn outcome(&self) -> CallOutcome {
+        self.outcome
     }
 }
 
@@ -89,6 +104,41 @@ pub trait ChatModel: Send + Sync {
     /// The reply as it is written. An error before the first chunk (refused, unreachable) is the
     /// `Err` here; later ones come through the stream.
     async fn stream(&self, request: &ChatRequest) -> Result<ChatStream, ProviderError>;
+}
+
+/// `model` with each call counted under `provider` in the provider-call metric: a `complete` when
+/// it returns, a stream when it ends (`Final` or an error) or is dropped before (`cancelled`).
+pub fn metered(provider: &'static str, model: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+    Arc::new(Metered { provider, model })
+}
+
+struct Metered {
+    provider: &'static str,
+    model: Arc<dyn ChatModel>,
+}
+
+#[async_trait::async_trait]
+impl ChatModel for Metered {
+    async fn complete(&self, request: &ChatRequest) -> Result<Completion, ProviderError> {
+        let result = self.model.complete(request).await;
+        let outcome = result
+            .as_ref()
+            .map_or_else(ProviderError::outcome, |_| CallOutcome::Ok);
+        kernel::metrics::provider_call(self.provider, outcome);
+        result
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> Result<ChatStream, ProviderError> {
+        let mut call = PendingCall::new(self.provider);
+        let stream = self.model.stream(request).await.inspect_err(|e| {
+            call.settle(e.outcome());
+        })?;
+        Ok(Box::pin(stream.inspect(move |item| match item {
+            Ok(StreamItem::Final(_)) => call.settle(CallOutcome::Ok),
+            Err(e) => call.settle(e.outcome()),
+            Ok(StreamItem::Delta(_)) => {}
+        })))
+    }
 }
 
 /// The wire protocol a provider speaks.
@@ -133,3 +183,6 @@ mod cohere;
 mod gemini;
 mod openai;
 mod wire;
+
+#[cfg(test)]
+mod proptests;

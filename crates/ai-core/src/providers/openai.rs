@@ -88,7 +88,7 @@ impl ChatModel for OpenAi {
 
 /// One `data:` chunk. The finish reason alone is not the end: usage may follow (a chunk with
 /// empty `choices`, or Groq's `x_groq.usage`), then `[DONE]`.
-fn decode(event: &Event, reply: &mut Completion) -> Result<Step, ProviderError> {
+pub(super) fn decode(event: &Event, reply: &mut Completion) -> Result<Step, ProviderError> {
     if event.data.trim() == "[DONE]" {
         return Ok(Step::End);
     }

@@ -10,6 +10,8 @@ use futures_util::{Stream, StreamExt, stream};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use kernel::metrics::CallOutcome;
+
 use super::{ChatStream, Completion, ProviderError, StreamItem, Usage};
 
 /// `{base}/{path}`, whether or not the base ends with a slash.
@@ -22,6 +24,7 @@ const TIMEOUT_SETTING: &str = "AI_TIMEOUT_SECONDS";
 
 fn no_answer(timeout: Duration) -> ProviderError {
     ProviderError::new(kernel::http_client::no_answer(timeout, TIMEOUT_SETTING))
+        .counted_as(CallOutcome::Timeout)
 }
 
 /// A failure to send the request or to read the answer.
@@ -31,6 +34,7 @@ fn transport(error: &reqwest::Error, timeout: Duration) -> ProviderError {
         timeout,
         TIMEOUT_SETTING,
     ))
+    .counted_as(CallOutcome::of_transport(error))
 }
 
 /// The message of an error body: `error.message` (OpenAI, Anthropic, Gemini, Mistral), a
@@ -67,6 +71,7 @@ fn from_answer(status: reqwest::StatusCode, body: &[u8]) -> ProviderError {
             format!("HTTP {status}: {snippet}")
         }
     }))
+    .counted_as(CallOutcome::HttpError)
 }
 
 /// Sends `request` and reads the whole answer within `timeout`: a success's body as `T`, or the
@@ -169,8 +174,29 @@ pub(super) async fn stream(
     let response = tokio::time::timeout(timeout, head)
         .await
         .map_err(|_| no_answer(timeout))??;
+    Ok(read_body(
+        response.bytes_stream(),
+        timeout,
+        model,
+        decode,
+        ending,
+    ))
+}
+
+/// Reads a streamed answer's body as server-sent events with `decode`.
+pub(super) fn read_body<S, B>(
+    body: S,
+    timeout: Duration,
+    model: &str,
+    decode: Decode,
+    ending: Ending,
+) -> ChatStream
+where
+    S: Stream<Item = Result<B, reqwest::Error>> + Send + 'static,
+    B: AsRef<[u8]> + Send + 'static,
+{
     let reading = Reading {
-        events: Box::pin(response.bytes_stream().eventsource()),
+        events: Box::pin(without_leading_bom(body).eventsource()),
         reply: Completion {
             content: String::new(),
             model: model.to_owned(),
@@ -181,12 +207,40 @@ pub(super) async fn stream(
         ending,
         timeout,
     };
-    Ok(Box::pin(stream::unfold(Some(reading), |reading| async {
+    Box::pin(stream::unfold(Some(reading), |reading| async {
         let mut reading = reading?;
         let item = reading.next_item().await;
         let more = matches!(item, Ok(StreamItem::Delta(_)));
         Some((item, more.then_some(reading)))
-    })))
+    }))
+}
+
+/// The body without the byte order marks it starts with: `eventsource-stream` 0.2.3 drops a
+/// leading BOM by slicing its first text at byte 1, which panics (a BOM is 3 bytes in UTF-8).
+fn without_leading_bom<S, B>(body: S) -> impl Stream<Item = Result<Vec<u8>, reqwest::Error>>
+where
+    S: Stream<Item = Result<B, reqwest::Error>>,
+    B: AsRef<[u8]>,
+{
+    const BOM: &[u8] = "\u{feff}".as_bytes();
+    // The start of the body, held back until it cannot be (part of) a BOM; `None` after.
+    body.scan(Some(Vec::new()), |head, item| {
+        let item = item.map(|bytes| match head {
+            None => bytes.as_ref().to_vec(),
+            Some(held) => {
+                held.extend_from_slice(bytes.as_ref());
+                while held.starts_with(BOM) {
+                    held.drain(..BOM.len());
+                }
+                if BOM.starts_with(held) {
+                    Vec::new()
+                } else {
+                    head.take().unwrap_or_default()
+                }
+            }
+        });
+        std::future::ready(Some(item))
+    })
 }
 
 impl Reading {
@@ -200,6 +254,7 @@ impl Reading {
                         "no new chunk within {} (AI_TIMEOUT_SECONDS)",
                         kernel::http_client::seconds(self.timeout)
                     ))
+                    .counted_as(CallOutcome::Timeout)
                 })?;
             let event = match event {
                 Some(Ok(event)) => event,
@@ -211,6 +266,7 @@ impl Reading {
                             "the stream broke off: {}",
                             kernel::error::cause_chain(&e)
                         ))
+                        .counted_as(CallOutcome::of_transport(&e))
                     });
                 }
                 Some(Err(e)) => {
@@ -245,6 +301,32 @@ impl Reading {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_leading_byte_order_mark_is_skipped() {
+        // Split inside the BOM too: eventsource-stream panicked on a body starting with one.
+        let body = b"\xef\xbb\xbfdata: [DONE]\n\n".to_vec();
+        for cut in [0, 1, 2, 3, 5] {
+            let chunks = vec![body[..cut].to_vec(), body[cut..].to_vec()];
+            let chunks = stream::iter(chunks.into_iter().map(Ok::<_, reqwest::Error>));
+            let items: Vec<_> = read_body(
+                chunks,
+                Duration::from_secs(5),
+                "m",
+                |e, _| {
+                    Ok(if e.data == "[DONE]" {
+                        Step::End
+                    } else {
+                        Step::Skip
+                    })
+                },
+                Ending::Marker,
+            )
+            .collect()
+            .await;
+            assert!(matches!(items[..], [Ok(StreamItem::Final(_))]), "{cut}");
+        }
+    }
 
     #[test]
     fn urls_join_with_or_without_a_trailing_slash() {

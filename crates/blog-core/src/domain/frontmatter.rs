@@ -104,10 +104,16 @@ pub fn split_front_matter(text: &str) -> Result<(Map<String, Value>, String), St
         return Ok((toml_fields(inner)?, strip_blank_line(body).to_owned()));
     }
     if text.starts_with('{') {
-        let head = &text[..text.len().min(FRONT_MATTER_MAX_BYTES)];
-        check_front_matter_shape(head)?;
+        // The object's end is not known before it is read: check the first bytes' nesting, then
+        // the size of what was read.
+        let mut head = text.len().min(FRONT_MATTER_MAX_BYTES);
+        while !text.is_char_boundary(head) {
+            head -= 1;
+        }
+        check_front_matter_shape(&text[..head])?;
         let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
         return match stream.next() {
+            Some(Ok(_)) if stream.byte_offset() > FRONT_MATTER_MAX_BYTES => Err(too_large()),
             Some(Ok(Value::Object(map))) => {
                 let rest = &text[stream.byte_offset()..];
                 // The rest of the line that closes the object, then one blank line.
@@ -162,13 +168,15 @@ pub const FRONT_MATTER_MAX_BYTES: usize = 64 * 1024;
 /// The deepest nesting of `[` and `{` in front matter.
 pub const FRONT_MATTER_MAX_DEPTH: usize = 32;
 
+fn too_large() -> String {
+    format!("Front matter too large: at most {FRONT_MATTER_MAX_BYTES} bytes")
+}
+
 /// Refuses front matter too large or too deeply nested before a parser sees it: a YAML parser
 /// spends seconds of CPU on `x: [[[[…]]]]` nested 100,000 deep.
 fn check_front_matter_shape(inner: &str) -> Result<(), String> {
     if inner.len() > FRONT_MATTER_MAX_BYTES {
-        return Err(format!(
-            "Front matter too large: at most {FRONT_MATTER_MAX_BYTES} bytes"
-        ));
+        return Err(too_large());
     }
     let mut depth = 0usize;
     for byte in inner.bytes() {
@@ -743,6 +751,20 @@ mod tests {
         // Ordinary nesting still parses.
         let fine = "---\ntags: [a, [b, {c: d}]]\n---\nbody\n";
         assert!(split_front_matter(fine).is_ok());
+    }
+
+    #[test]
+    fn large_json_front_matter_is_refused_without_panicking() {
+        // A character across byte 65,536 panicked the check of the first bytes; and JSON front
+        // matter of any size was read.
+        for filler in ["😀", "x"] {
+            let value = filler.repeat(FRONT_MATTER_MAX_BYTES / filler.len());
+            let text = format!("{{\"x\": \"{value}\"}}\nbody\n");
+            let err = split_front_matter(&text).err().unwrap_or_default();
+            assert!(err.contains("too large"), "{err}");
+        }
+        let text = format!("{{\"x\": \"{}\"}}\nbody", "😀".repeat(100));
+        assert!(split_front_matter(&text).is_ok());
     }
 
     fn now() -> NaiveDateTime {

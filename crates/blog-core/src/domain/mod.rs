@@ -7,3 +7,6 @@ pub mod markdown;
 pub mod post;
 pub mod slug;
 pub mod upload;
+
+#[cfg(test)]
+mod proptests;

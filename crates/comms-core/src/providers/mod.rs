@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use kernel::metrics::{CallOutcome, PendingCall};
+
 mod resend;
 mod twilio;
 
@@ -43,27 +45,38 @@ impl ProviderError {
     }
 }
 
-/// Sends `request` and reads the whole answer within the timeout: a success's body parsed as `T`,
-/// or the provider's error.
+/// Sends `request` to `provider` and reads the whole answer within the timeout: a success's body
+/// parsed as `T`, or the provider's error. Counted in the provider-call metric.
 async fn call<T: serde::de::DeserializeOwned>(
+    provider: &'static str,
     request: reqwest::RequestBuilder,
     timeout: Duration,
 ) -> Result<T, ProviderError> {
-    let response = request
-        .timeout(timeout)
-        .send()
-        .await
-        .map_err(|e| ProviderError::transport(&e, timeout))?;
+    let mut call = PendingCall::new(provider);
+    let transport = |call: &mut PendingCall, e: reqwest::Error| {
+        call.settle(CallOutcome::of_transport(&e));
+        ProviderError::transport(&e, timeout)
+    };
+    let response = match request.timeout(timeout).send().await {
+        Ok(response) => response,
+        Err(e) => return Err(transport(&mut call, e)),
+    };
     let status = response.status();
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| ProviderError::transport(&e, timeout))?;
+    let body = match response.bytes().await {
+        Ok(body) => body,
+        Err(e) => return Err(transport(&mut call, e)),
+    };
     if !status.is_success() {
+        call.settle(CallOutcome::HttpError);
         return Err(ProviderError::from_answer(status, &body));
     }
-    serde_json::from_slice(&body)
-        .map_err(|e| ProviderError::new(format!("unexpected answer (HTTP {status}): {e}")))
+    let parsed = serde_json::from_slice(&body)
+        .map_err(|e| ProviderError::new(format!("unexpected answer (HTTP {status}): {e}")));
+    call.settle(match parsed {
+        Ok(_) => CallOutcome::Ok,
+        Err(_) => CallOutcome::InvalidResponse,
+    });
+    parsed
 }
 
 /// An email as the provider receives it (addresses already checked).

@@ -36,7 +36,7 @@ impl EmailProvider for Resend {
             .post(format!("{}/emails", self.base))
             .bearer_auth(&self.api_key)
             .json(email);
-        let sent: Sent = super::call(request, self.timeout).await?;
+        let sent: Sent = super::call("resend", request, self.timeout).await?;
         Ok(sent.id)
     }
 }

@@ -46,7 +46,7 @@ impl Twilio {
             .post(url)
             .basic_auth(&self.account_sid, Some(&self.auth_token))
             .form(form);
-        let created: Created = super::call(request, self.timeout).await?;
+        let created: Created = super::call("twilio", request, self.timeout).await?;
         Ok(Receipt {
             id: created.sid,
             status: created.status,

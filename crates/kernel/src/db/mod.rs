@@ -99,6 +99,19 @@ pub enum DbPool {
     Sqlite(Pool<SqliteConn>),
 }
 
+/// A pool's connections at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// The most connections the pool opens.
+    pub max_size: usize,
+    /// Connections lent out.
+    pub in_use: usize,
+    /// Connections open and idle in the pool.
+    pub idle: usize,
+    /// Callers waiting for a connection.
+    pub waiting: usize,
+}
+
 /// A connection of either backend, borrowed from a pool or from an open transaction.
 pub enum DbConn<'a> {
     Postgres(&'a mut AsyncPgConnection),
@@ -207,6 +220,20 @@ impl DbPool {
         match self {
             DbPool::Postgres(_) => Backend::Postgres,
             DbPool::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// How many connections the pool holds, lends out and is waited for.
+    pub fn status(&self) -> PoolStatus {
+        let status = match self {
+            DbPool::Postgres(p) => p.status(),
+            DbPool::Sqlite(p) => p.status(),
+        };
+        PoolStatus {
+            max_size: status.max_size,
+            in_use: status.size.saturating_sub(status.available),
+            idle: status.available,
+            waiting: status.waiting,
         }
     }
 
@@ -364,10 +391,15 @@ impl DbError {
             DbError::Connect(_) | DbError::Pool(_) => true,
             DbError::Query(QueryError::DatabaseError(kind, info)) => {
                 matches!(kind, DatabaseErrorKind::ClosedConnection) || {
+                    // The first is PostgreSQL's own (SQLSTATE 57P01 and kin); the others are the
+                    // client's transport errors, which carry no SQLSTATE.
                     let message = info.message();
                     message.contains("terminating connection")
                         || message.contains("connection closed")
                         || message.contains("server closed the connection")
+                        || message.contains("error communicating with the server")
+                        || message.contains("error connecting to server")
+                        || message.contains("timeout waiting for server")
                 }
             }
             _ => false,
@@ -509,6 +541,43 @@ mod tests {
         assert_eq!(lite, Some((Backend::Sqlite, "data/keel.db".to_owned())));
         let mem = parse_url("sqlite::memory:").ok();
         assert_eq!(mem, Some((Backend::Sqlite, ":memory:".to_owned())));
+    }
+
+    #[tokio::test]
+    async fn status_counts_lent_and_idle_connections() -> Result<(), DbError> {
+        let pool = DbPool::connect("sqlite::memory:", 4).await?;
+        let idle = PoolStatus {
+            max_size: 1,
+            in_use: 0,
+            idle: 1,
+            waiting: 0,
+        };
+        assert_eq!(pool.status(), idle);
+        let held = pool.get().await?;
+        assert_eq!(
+            pool.status(),
+            PoolStatus {
+                in_use: 1,
+                idle: 0,
+                ..idle
+            }
+        );
+        drop(held);
+        assert_eq!(pool.status(), idle);
+        Ok(())
+    }
+
+    #[test]
+    fn transport_errors_are_lost_connections() {
+        let query = |message: &str| {
+            DbError::Query(QueryError::DatabaseError(
+                DatabaseErrorKind::UnableToSendCommand,
+                Box::new(message.to_owned()),
+            ))
+        };
+        assert!(query("error communicating with the server").is_connection_lost());
+        assert!(query("connection closed").is_connection_lost());
+        assert!(!query("error serializing parameter 0").is_connection_lost());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use kernel::metrics::{CallOutcome, PendingCall};
 use reqwest::StatusCode;
 use reqwest::header::CONTENT_TYPE;
 use serde::Deserialize;
@@ -318,7 +319,12 @@ impl Stripe {
         let url = self.url(segments)?;
         let body = serde_urlencoded::to_string(&form.0)
             .map_err(|e| StripeError::Upstream(format!("cannot encode the request: {e}")))?;
-        let response = self
+        let mut call = PendingCall::new("stripe");
+        let transport = |call: &mut PendingCall, e: reqwest::Error| {
+            call.settle(CallOutcome::of_transport(&e));
+            StripeError::transport(&e, self.timeout)
+        };
+        let sent = self
             .http
             .post(url)
             .bearer_auth(&self.secret_key)
@@ -327,17 +333,26 @@ impl Stripe {
             .body(body)
             .timeout(self.timeout)
             .send()
-            .await
-            .map_err(|e| StripeError::transport(&e, self.timeout))?;
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) => return Err(transport(&mut call, e)),
+        };
         let status = response.status();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| StripeError::transport(&e, self.timeout))?;
+        let bytes = match response.bytes().await {
+            Ok(bytes) => bytes,
+            Err(e) => return Err(transport(&mut call, e)),
+        };
         if !status.is_success() {
+            call.settle(CallOutcome::HttpError);
             return Err(StripeError::from_answer(status, &bytes));
         }
-        serde_json::from_slice(&bytes).map_err(|e| StripeError::unexpected(status, e))
+        let parsed = serde_json::from_slice(&bytes).map_err(|e| StripeError::unexpected(status, e));
+        call.settle(match parsed {
+            Ok(_) => CallOutcome::Ok,
+            Err(_) => CallOutcome::InvalidResponse,
+        });
+        parsed
     }
 }
 

@@ -72,6 +72,9 @@ pub fn verify(
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

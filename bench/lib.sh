@@ -1,0 +1,275 @@
+# Shared pieces of the benchmark scripts, sourced by each of them (not run on its own): the release
+# build, starting and stopping keel, the bare handler and the provider simulator, wrk and its
+# figures, scratch PostgreSQL databases, and the table rows every scenario prints.
+#
+# A scenario script sources this file, defines `bench_backend LABEL DATABASE_URL`, and ends with
+# `for_each_backend "${1:-}"`: the scenario runs on SQLite (a file in a temporary folder), then,
+# given a PostgreSQL URL, on PostgreSQL in a scratch database created for it and dropped after.
+#
+# Settings (environment):
+#   BENCH_SECONDS      duration of each measured run (default 10)
+#   BENCH_CONNECTIONS  concurrent connections of each load (default 64)
+#   BENCH_HTTP_WORKERS HTTP_WORKERS of keel (default: one per core, as the bare handler uses)
+#   BENCH_SKIP_BUILD   1: use the release binaries already built (bench/run.sh builds them once)
+#   BENCH_OUT          a folder: rows and notes are also appended to BENCH_OUT/<backend>.rows and
+#                      BENCH_OUT/<backend>.notes (bench/run.sh collects them into the doc)
+#   CARGO_TARGET_DIR   where cargo puts the binaries (default target)
+
+set -euo pipefail
+shopt -s inherit_errexit
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+duration=${BENCH_SECONDS:-10}
+conns=${BENCH_CONNECTIONS:-64}
+cores=$(nproc)
+http_workers=${BENCH_HTTP_WORKERS:-$cores}
+target=${CARGO_TARGET_DIR:-target}
+mkdir -p "$target"
+target=$(cd "$target" && pwd)
+keel_bin="$target/release/keel"
+bare_bin="$target/release/examples/bare_json"
+sim_bin="$target/release/provider-sim"
+bare_port=8097
+secret_key=bench-secret-bench-secret-bench-secret
+backend=common   # the backend being measured; rows and notes are filed under it
+
+work=$(mktemp -d)
+pids=()
+scratch_dbs=()   # "SERVER_URL DBNAME", dropped on exit
+cleanup() {
+  local p entry
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for entry in "${scratch_dbs[@]}"; do
+    psql "${entry% *}" -qc "DROP DATABASE IF EXISTS ${entry#* } WITH (FORCE)" >/dev/null 2>&1 || true
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+die() { echo "bench: $*" >&2; exit 1; }
+say() { echo "[$backend] $*" >&2; }   # progress, on stderr
+need() { # command, how to get it
+  command -v "$1" >/dev/null || die "$1 is needed ($2)"
+}
+need wrk "apt-get install wrk"
+need curl "apt-get install curl"
+need python3 "apt-get install python3"
+
+# ---------------------------------------------------------------- build
+
+build_release() {
+  [ "${BENCH_SKIP_BUILD:-0}" = 1 ] && return
+  cargo build --release -p keel -p provider-sim-bin -p auth-core \
+    --bin keel --bin provider-sim --example bare_json --example bcrypt_rate
+}
+
+# ---------------------------------------------------------------- processes
+
+# Waits until URL answers 200 (at most SECONDS, default 20), failing if process PID exits first.
+wait_ready() { # URL PID [SECONDS]
+  local deadline=$(( $(date +%s) + ${3:-20} ))
+  until curl -sf -o /dev/null "$1"; do
+    kill -0 "$2" 2>/dev/null || return 1
+    [ "$(date +%s)" -lt "$deadline" ] || return 1
+    sleep 0.005
+  done
+}
+
+port_free() { ! curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1/"; }
+
+# Starts `keel serve` on PORT with the given settings (NAME=VALUE ...) on top of the defaults below,
+# from the work folder (so no .env file is read). Sets keel_pid, keel_base and ready_ms (the time
+# from start to the first 200 from /health/ready).
+start_keel() { # PORT [NAME=VALUE ...]
+  local port=$1 t0
+  shift
+  port_free "$port" || die "port $port is already in use"
+  keel_base="http://127.0.0.1:$port"
+  t0=$(date +%s%N)
+  (cd "$work" && exec env PORT="$port" HTTP_WORKERS="$http_workers" RUST_LOG=warn \
+     SECRET_KEY="$secret_key" REDIS_DB="${BENCH_REDIS_DB:-9}" "$@" "$keel_bin" serve) \
+    >>"$work/keel.log" 2>&1 &
+  keel_pid=$!
+  pids+=("$keel_pid")
+  wait_ready "$keel_base/health/ready" "$keel_pid" || {
+    tail -n 30 "$work/keel.log" >&2
+    die "keel did not become ready on port $port"
+  }
+  ready_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+}
+
+# Runs a keel command (migrate, blog import, ...) with the given settings, from the work folder.
+keel_cli() { # NAME=VALUE ... -- ARGS...
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  (cd "$work" && exec env RUST_LOG=warn SECRET_KEY="$secret_key" "${envs[@]}" "$keel_bin" "$@") \
+    >/dev/null 2>>"$work/keel.log" || { tail -n 30 "$work/keel.log" >&2; die "keel $* failed"; }
+}
+
+stop() { # PID
+  kill "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+rss_mib() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+
+# The bare actix-web handler answering every request with the bytes of FILE. Sets bare_pid.
+start_bare() { # FILE
+  port_free "$bare_port" || die "port $bare_port is already in use"
+  "$bare_bin" "127.0.0.1:$bare_port" "$1" >/dev/null 2>&1 &
+  bare_pid=$!
+  pids+=("$bare_pid")
+  wait_ready "http://127.0.0.1:$bare_port/" "$bare_pid" 10 || die "the bare handler did not start"
+}
+
+# The provider simulator on PORT with extra arguments; its settings for keel go to $work/sim.env.
+# Sets sim_pid and sim_base.
+start_sim() { # PORT [ARGS...]
+  local port=$1
+  shift
+  port_free "$port" || die "port $port is already in use"
+  : >"$work/sim.env"
+  "$sim_bin" --addr "127.0.0.1:$port" "$@" >"$work/sim.env" 2>"$work/sim.log" &
+  sim_pid=$!
+  pids+=("$sim_pid")
+  sim_base="http://127.0.0.1:$port"
+  for _ in $(seq 1 200); do [ -s "$work/sim.env" ] && break; sleep 0.05; done
+  [ -s "$work/sim.env" ] || { cat "$work/sim.log" >&2; die "provider-sim did not start"; }
+  sleep 0.1   # the whole settings block
+}
+
+# The simulator's settings as NAME=VALUE words for start_keel (values unquoted).
+sim_settings() {
+  python3 - "$work/sim.env" <<'PY'
+import shlex, sys
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line and not line.startswith("#") and "=" in line:
+        name, _, value = line.partition("=")
+        print(f"{name}={shlex.split(value)[0] if value else ''}")
+PY
+}
+
+# ---------------------------------------------------------------- load and figures
+
+# wrk against URL with CONNECTIONS connections for the bench duration, extra wrk arguments
+# before the URL. Sets rate, p50 and p99 (ms). Fails on any non-2xx answer or socket error.
+wrk_load() { # CONNECTIONS [WRK ARGS...] URL
+  local c=$1 threads=2 out="$work/wrk.txt" bad errors
+  shift
+  [ "$c" -lt 2 ] && threads=1
+  wrk -t"$threads" -c"$c" -d"${duration}s" --timeout 10s --latency "$@" >"$out" 2>&1 ||
+    { cat "$out" >&2; die "wrk failed"; }
+  read -r rate p50 p99 bad errors < <(wrk_figures "$out")
+  if [ "$bad" != 0 ] || [ "$errors" != 0 ]; then
+    cat "$out" >&2
+    die "wrk saw $bad non-2xx answers and $errors socket errors (${*: -1})"
+  fi
+}
+
+# wrk's output -> "req/s p50_ms p99_ms non2xx socket_errors".
+wrk_figures() { # FILE
+  awk '
+    function ms(v) {
+      if (v ~ /us$/) return v / 1000
+      if (v ~ /ms$/) return v + 0
+      if (v ~ /m$/) return v * 60000
+      if (v ~ /s$/) return v * 1000
+      return v + 0
+    }
+    /Requests\/sec/ {rps = $2}
+    /^ +50%/ {p50 = ms($2)}
+    /^ +99%/ {p99 = ms($2)}
+    /Non-2xx/ {bad = $NF}
+    /Socket errors/ {gsub(",", ""); errs = $4 + $6 + $8 + $10}
+    END {printf "%s %s %s %d %d\n", rps, p50, p99, bad, errs}' "$1"
+}
+
+# The same load against the bare handler serving FILE, same path and wrk arguments. Sets
+# ceiling (req/s).
+bare_load() { # FILE CONNECTIONS [WRK ARGS...] PATH
+  local file=$1 c=$2 args=("${@:3}") path rate p50 p99
+  path=${args[-1]}
+  unset 'args[-1]'
+  start_bare "$file"
+  wrk_load "$c" "${args[@]}" "http://127.0.0.1:$bare_port$path"
+  ceiling=$rate
+  stop "$bare_pid"
+}
+
+# ---------------------------------------------------------------- rows and notes
+
+# 12345.6 -> 12,346; under 100 with two decimals.
+fmt_rate() {
+  awk -v v="$1" 'BEGIN {
+    if (v < 100) { printf "%.2f", v; exit }
+    s = sprintf("%.0f", v); out = ""
+    while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) }
+    print s out }'
+}
+# milliseconds -> "0.77 ms" / "12.3 ms" / "1.22 s"
+fmt_ms() {
+  awk -v v="$1" 'BEGIN {
+    if (v >= 1000) printf "%.2f s", v / 1000
+    else if (v >= 100) printf "%.0f ms", v
+    else if (v >= 10) printf "%.1f ms", v
+    else printf "%.2f ms", v }'
+}
+fmt_size() { # bytes -> "173 B" / "3.5 KB" / "2.5 MB"
+  awk -v v="$1" 'BEGIN {
+    if (v < 1000) printf "%d B", v
+    else if (v < 1000000) printf "%.1f KB", v / 1000
+    else printf "%.1f MB", v / 1000000 }'
+}
+
+# One table row: | Endpoint | Load | Rate | p50 | p99 | Ceiling | Share |
+# CEILING is the same load's rate against the ceiling (empty: none), CEILING_KIND what it is.
+row() { # ENDPOINT LOAD RATE UNIT P50_MS P99_MS CEILING CEILING_KIND
+  local line ceiling_cell="—" share="—"
+  if [ -n "$7" ]; then
+    ceiling_cell="$(fmt_rate "$7") $4 ($8)"
+    share=$(awk -v a="$3" -v b="$7" 'BEGIN {s = 100 * a / b; printf (s < 1 ? "%.2f %%" : "%.1f %%"), s}')
+  fi
+  line="| $1 | $2 | $(fmt_rate "$3") $4 | $(fmt_ms "$5") | $(fmt_ms "$6") | $ceiling_cell | $share |"
+  echo "$line"
+  [ -n "${BENCH_OUT:-}" ] && echo "$line" >>"$BENCH_OUT/$backend.rows"
+  return 0
+}
+
+# A figure that is not a load (start to ready, memory, a ceiling of another kind): a bullet.
+note() { # TEXT
+  echo "- $1"
+  [ -n "${BENCH_OUT:-}" ] && echo "- $1" >>"$BENCH_OUT/$backend.notes"
+  return 0
+}
+
+# ---------------------------------------------------------------- backends
+
+# The URL of database DB on the server of URL.
+pg_url_with_db() { # URL DB
+  python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' "$1" "$2"
+}
+
+# Runs bench_backend on SQLite, then on PostgreSQL when PG_URL (a server to create a scratch
+# database on) is given.
+for_each_backend() { # [PG_URL]
+  local pg=${1:-} name scratch
+  name=$(basename "$0" .sh)
+  backend=sqlite
+  echo "[sqlite]"
+  bench_backend sqlite "sqlite://$work/$name.db"
+  if [ -n "$pg" ]; then
+    need psql "apt-get install postgresql-client"
+    scratch="keel_bench_${name}_$$"
+    psql "$pg" -qc "CREATE DATABASE $scratch" >/dev/null || die "cannot create a database at $pg"
+    scratch_dbs+=("$pg $scratch")
+    backend=postgresql
+    echo "[postgresql]"
+    bench_backend postgresql "$(pg_url_with_db "$pg" "$scratch")"
+    psql "$pg" -qc "DROP DATABASE $scratch WITH (FORCE)" >/dev/null
+    unset 'scratch_dbs[-1]'
+  fi
+  backend=common
+}

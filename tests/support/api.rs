@@ -1,0 +1,93 @@
+//! Small HTTP helpers over the API.
+
+use std::time::Duration;
+
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+
+/// A client whose requests give up after `timeout`: the bound a request may not pass.
+pub fn client(timeout: Duration) -> Client {
+    kernel::init_crypto();
+    Client::builder()
+        .timeout(timeout)
+        .build()
+        .expect("an HTTP client")
+}
+
+/// `POST /api/v1/auth/register`; the status.
+pub async fn register(client: &Client, base: &str, email: &str, password: &str) -> StatusCode {
+    client
+        .post(format!("{base}/api/v1/auth/register"))
+        .json(&json!({"email": email, "password": password}))
+        .send()
+        .await
+        .expect("register answers")
+        .status()
+}
+
+/// `POST /api/v1/auth/token`; the access token (panics on any other answer).
+pub async fn login(client: &Client, base: &str, email: &str, password: &str) -> String {
+    let r = client
+        .post(format!("{base}/api/v1/auth/token"))
+        .form(&[("username", email), ("password", password)])
+        .send()
+        .await
+        .expect("login answers");
+    assert_eq!(r.status(), StatusCode::OK, "login of {email}");
+    let body: Value = r.json().await.expect("a JSON token");
+    body["access_token"]
+        .as_str()
+        .expect("an access token")
+        .to_owned()
+}
+
+/// Server-sent events as `(event name, data)`.
+pub type Events = Vec<(String, String)>;
+
+/// Reads a `text/event-stream` answer to its end: its events, in order.
+pub async fn read_events(mut response: reqwest::Response) -> Events {
+    let mut text = String::new();
+    while let Some(chunk) = response.chunk().await.expect("the stream reads to its end") {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    parse_events(&text)
+}
+
+/// Parses complete events out of SSE text (comments and partial events are left out).
+pub fn parse_events(text: &str) -> Events {
+    let text = text.replace("\r\n", "\n");
+    let mut events = Vec::new();
+    let blocks: Vec<&str> = text.split("\n\n").collect();
+    // The last piece is unfinished (or empty).
+    for block in &blocks[..blocks.len().saturating_sub(1)] {
+        let mut name = String::from("message");
+        let mut data = Vec::new();
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("event:") {
+                name = v.trim().to_owned();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
+            }
+        }
+        if !data.is_empty() {
+            events.push((name, data.join("\n")));
+        }
+    }
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn events_are_parsed() {
+        let text = ": keep-alive\n\nevent: connect\ndata: {\"a\":1}\n\nevent: chunk\ndata: x\n\nevent: par";
+        let events = super::parse_events(text);
+        assert_eq!(
+            events,
+            vec![
+                ("connect".to_owned(), "{\"a\":1}".to_owned()),
+                ("chunk".to_owned(), "x".to_owned())
+            ]
+        );
+    }
+}
