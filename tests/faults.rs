@@ -118,7 +118,8 @@ async fn terminate_backends(db_url: &str) {
 }
 
 /// PostgreSQL connections killed (`pg_terminate_backend`) again and again while reads and writes
-/// run: every request ends well within the client's bound, none answers 500 (a lost connection
+/// run: every request ends well within the client's bound (waiting for a connection is bounded by
+/// `DATABASE_TIMEOUT_SECONDS`), none answers 500 (a lost connection
 /// is a 503 with `Retry-After`), and once the killing stops every request succeeds again, without
 /// a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,6 +131,8 @@ async fn killed_database_connections_answer_503_and_the_server_recovers() {
     let keel = Keel::serve(keel_bin!())
         .env("DATABASE_URL", &db.url)
         .env("DATABASE_POOL_SIZE", 4)
+        // The configured bound on waiting for a connection, far below the client's.
+        .env("DATABASE_TIMEOUT_SECONDS", 2)
         // Every read goes to the database.
         .env("READ_CACHE", "off")
         .spawn()

@@ -59,7 +59,8 @@ pub fn migration_sets(config: &Config) -> Vec<MigrationSet> {
 /// Applies the enabled modules' migrations, then opens the pool.
 pub async fn open_database(config: &Config) -> Result<DbPool, StartError> {
     kernel::db::migrate(&config.database_url, &migration_sets(config)).await?;
-    Ok(DbPool::connect(&config.database_url, config.db_pool_size).await?)
+    let timeout = std::time::Duration::from_secs(config.db_timeout_seconds);
+    Ok(DbPool::connect_with_timeout(&config.database_url, config.db_pool_size, timeout).await?)
 }
 
 /// The enabled modules, built and wired: what the server, the worker and the CLI run.

@@ -23,6 +23,9 @@ pub struct Config {
     pub database_url: String,
     /// `DATABASE_POOL_SIZE` (default 10 for PostgreSQL, 4 for SQLite).
     pub db_pool_size: usize,
+    /// `DATABASE_TIMEOUT_SECONDS` (default 10): the longest a request waits for a pooled
+    /// connection or for a new one to open; past it, 503.
+    pub db_timeout_seconds: u64,
     /// `KEEL_MODULES`: the modules to mount, by name (default: every compiled module).
     pub modules: Vec<&'static str>,
     /// `LOG_FORMAT` (`pretty` or `json`, default pretty).
@@ -65,6 +68,7 @@ impl Default for Config {
             port: 8000,
             database_url: kernel::db::DEFAULT_DATABASE_URL.to_owned(),
             db_pool_size: 4,
+            db_timeout_seconds: kernel::db::DEFAULT_TIMEOUT.as_secs(),
             modules: modules::names(),
             log_format: LogFormat::Pretty,
             max_json_bytes: kernel::http::DEFAULT_MAX_JSON_BYTES,
@@ -150,6 +154,11 @@ impl Config {
             port: parse("PORT", 8000)?,
             database_url,
             db_pool_size: parse_in_range("DATABASE_POOL_SIZE", default_pool, 1..=1000)?,
+            db_timeout_seconds: parse_in_range(
+                "DATABASE_TIMEOUT_SECONDS",
+                kernel::db::DEFAULT_TIMEOUT.as_secs(),
+                1..=600,
+            )?,
             modules: parse_modules(list("KEEL_MODULES"))?,
             log_format,
             max_json_bytes: parse_in_range(

@@ -8,6 +8,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use diesel::migration::MigrationSource;
 use diesel::result::{DatabaseErrorKind, Error as QueryError};
@@ -99,6 +100,9 @@ pub enum DbPool {
     Sqlite(Pool<SqliteConn>),
 }
 
+/// The default bound of [`DbPool::connect`] on waiting for a connection (`DATABASE_TIMEOUT_SECONDS`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A pool's connections at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolStatus {
@@ -171,6 +175,17 @@ impl DbPool {
     /// Opens a pool for `url` (see [`parse_url`]). For SQLite the file's folder is created and every
     /// connection gets WAL mode, a busy timeout, foreign keys and `synchronous=NORMAL`.
     pub async fn connect(url: &str, max_size: usize) -> Result<Self, DbError> {
+        Self::connect_with_timeout(url, max_size, DEFAULT_TIMEOUT).await
+    }
+
+    /// [`DbPool::connect`] with its bound on waiting: a checkout waits at most `timeout` for a
+    /// free connection, and opening a new connection takes at most `timeout`; past it the
+    /// caller gets a lost-connection error (503 with `Retry-After`) rather than hanging.
+    pub async fn connect_with_timeout(
+        url: &str,
+        max_size: usize,
+        timeout: Duration,
+    ) -> Result<Self, DbError> {
         let (backend, target) = parse_url(url)?;
         match backend {
             Backend::Postgres => {
@@ -184,6 +199,9 @@ impl DbPool {
                 );
                 let pool = Pool::builder(manager)
                     .max_size(max_size.max(1))
+                    .runtime(deadpool_redis::Runtime::Tokio1)
+                    .wait_timeout(Some(timeout))
+                    .create_timeout(Some(timeout))
                     .build()
                     .map_err(|e| DbError::Connect(e.to_string()))?;
                 let db = DbPool::Postgres(pool);
@@ -206,6 +224,9 @@ impl DbPool {
                 let size = if in_memory { 1 } else { max_size.max(1) };
                 let pool = Pool::builder(manager)
                     .max_size(size)
+                    .runtime(deadpool_redis::Runtime::Tokio1)
+                    .wait_timeout(Some(timeout))
+                    .create_timeout(Some(timeout))
                     .build()
                     .map_err(|e| DbError::Connect(e.to_string()))?;
                 UNITS_ON_BLOCKING_THREADS.store(true, Ordering::Relaxed);
@@ -541,6 +562,23 @@ mod tests {
         assert_eq!(lite, Some((Backend::Sqlite, "data/keel.db".to_owned())));
         let mem = parse_url("sqlite::memory:").ok();
         assert_eq!(mem, Some((Backend::Sqlite, ":memory:".to_owned())));
+    }
+
+    #[tokio::test]
+    async fn a_checkout_waits_no_longer_than_the_timeout() -> Result<(), DbError> {
+        let pool =
+            DbPool::connect_with_timeout("sqlite::memory:", 1, Duration::from_millis(200)).await?;
+        let held = pool.get().await?;
+        // Bounded by a generous outer timeout: a checkout that waited forever would fail here.
+        let second = tokio::time::timeout(Duration::from_secs(30), pool.get()).await;
+        let Ok(Err(error)) = second else {
+            return Err(DbError::Pool(
+                "the second checkout did not time out".to_owned(),
+            ));
+        };
+        assert!(error.is_connection_lost(), "{error}");
+        drop(held);
+        pool.get().await.map(drop)
     }
 
     #[tokio::test]
