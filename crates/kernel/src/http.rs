@@ -185,6 +185,41 @@ impl<T: serde::de::DeserializeOwned + 'static> actix_web::FromRequest for Json<T
     }
 }
 
+/// An optional JSON body: `None` only when the request carries no body at all (no
+/// `Content-Length`, or 0, and no `Transfer-Encoding`); a body that is sent must read as `T`, or
+/// it is refused like [`Json`]'s. (actix's `Option<Json<T>>` would take an unreadable body for
+/// no body.)
+#[derive(Debug)]
+pub struct OptionalJson<T>(pub Option<T>);
+
+impl<T: serde::de::DeserializeOwned + 'static> actix_web::FromRequest for OptionalJson<T> {
+    type Error = Error;
+    type Future = futures_util::future::Either<
+        futures_util::future::Ready<Result<Self, Error>>,
+        futures_util::future::MapOk<ObjectFut<T>, fn(web::Json<Object<T>>) -> OptionalJson<T>>,
+    >;
+
+    fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
+        use futures_util::TryFutureExt;
+        use futures_util::future::{Either, ready};
+        if has_no_body(req) {
+            return Either::Left(ready(Ok(OptionalJson(None))));
+        }
+        let some: fn(web::Json<Object<T>>) -> OptionalJson<T> =
+            |body| OptionalJson(Some(body.into_inner().0));
+        Either::Right(web::Json::<Object<T>>::from_request(req, payload).map_ok(some))
+    }
+}
+
+/// A request that carries no body: no `Content-Length` (or 0) and no `Transfer-Encoding`.
+fn has_no_body(req: &HttpRequest) -> bool {
+    let headers = req.headers();
+    let length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok());
+    matches!(length, None | Some("0")) && !headers.contains_key(header::TRANSFER_ENCODING)
+}
+
 /// `T`, read only from a JSON object.
 #[derive(Debug)]
 pub struct Object<T>(pub T);
@@ -482,6 +517,42 @@ mod tests {
                     .is_some_and(|d| d.contains("expected a JSON object")),
                 "{body}"
             );
+        }
+    }
+
+    async fn optional_pair(body: OptionalJson<Pair>) -> HttpResponse {
+        match body.0 {
+            Some(pair) => HttpResponse::Ok().body(pair.name.unwrap_or_default()),
+            None => HttpResponse::Ok().body("none"),
+        }
+    }
+
+    #[actix_web::test]
+    async fn an_optional_body_is_none_only_when_absent() {
+        let app = atest::init_service(
+            App::new()
+                .app_data(json_config(1024))
+                .route("/", web::post().to(optional_pair)),
+        )
+        .await;
+        let absent = atest::call_service(&app, atest::TestRequest::post().uri("/").to_request());
+        assert_eq!(atest::read_body(absent.await).await, "none");
+        let sent = atest::TestRequest::post()
+            .uri("/")
+            .set_json(serde_json::json!({"name": "a"}))
+            .to_request();
+        assert_eq!(
+            atest::read_body(atest::call_service(&app, sent).await).await,
+            "a"
+        );
+        // A body that is sent but cannot be read is refused, never taken for "no body".
+        for unreadable in [serde_json::json!({"name": 5}), serde_json::json!(["a"])] {
+            let request = atest::TestRequest::post()
+                .uri("/")
+                .set_json(unreadable)
+                .to_request();
+            let answer = atest::call_service(&app, request).await;
+            assert_eq!(answer.status(), StatusCode::UNPROCESSABLE_ENTITY);
         }
     }
 

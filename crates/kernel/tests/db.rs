@@ -154,11 +154,19 @@ async fn killed_postgres_connections_are_503_and_the_pool_recovers() {
     let api = kernel::ApiError::from(error);
     assert_eq!(api.status().as_u16(), 503);
     drop(pooled);
-    // Every connection of the pool answers again.
+    // The pool serves again. The killed connection may go back to the pool before its
+    // background task has seen the socket close (checkouts run no test query), so one more
+    // checkout may meet it and answer 503 once; then it is discarded.
+    let mut lost = 0;
     for _ in 0..8 {
         let mut pooled = pool.get().await.unwrap();
-        assert_eq!(count(&mut pooled.conn()).await.unwrap(), 0);
+        match count(&mut pooled.conn()).await.map_err(DbError::from) {
+            Ok(rows) => assert_eq!(rows, 0),
+            Err(e) if e.is_connection_lost() => lost += 1,
+            Err(e) => panic!("{e:?}"),
+        }
     }
+    assert!(lost <= 1, "{lost} checkouts met the killed connection");
 }
 
 /// A unit of work whose caller is dropped mid-query (a timeout here, on a single-threaded runtime

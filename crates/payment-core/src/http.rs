@@ -293,16 +293,10 @@ pub async fn refund(
     user: ActiveUser,
     state: web::Data<PaymentState>,
     id: web::Path<i64>,
-    req: HttpRequest,
-    body: Result<kernel::http::Json<RefundBody>, actix_web::Error>,
-) -> Result<web::Json<TransactionResponse>, actix_web::Error> {
-    let body = match body {
-        Ok(body) => body.into_inner(),
-        // No body at all refunds what is not yet refunded; a body that cannot be read is a 422,
-        // never taken for "everything".
-        Err(_) if has_no_body(&req) => RefundBody::default(),
-        Err(e) => return Err(e),
-    };
+    body: kernel::http::OptionalJson<RefundBody>,
+) -> Result<web::Json<TransactionResponse>, ApiError> {
+    // No body at all refunds what is not yet refunded; a body that cannot be read is a 422.
+    let body = body.0.unwrap_or_default();
     let (service, caller, id) = (state.service.clone(), caller(&user), id.into_inner());
     let row =
         run_detached(async move { service.refund(caller, id, body.amount, body.reason).await })
@@ -438,16 +432,6 @@ pub async fn webhook(
         answer["duplicate"] = json!(true);
     }
     Ok(HttpResponse::Ok().json(answer))
-}
-
-/// A request that carries no body: no `Content-Length` (or 0) and no `Transfer-Encoding`.
-fn has_no_body(req: &HttpRequest) -> bool {
-    let headers = req.headers();
-    let length = headers
-        .get(actix_web::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok());
-    matches!(length, None | Some("0"))
-        && !headers.contains_key(actix_web::http::header::TRANSFER_ENCODING)
 }
 
 fn escape(text: &str) -> String {
