@@ -5,6 +5,7 @@ use diesel::{
     AsChangeset, ExpressionMethods, Insertable, OptionalExtension, QueryDsl, QueryResult,
     Queryable, Selectable, SelectableHelper,
 };
+use kernel::time::StoredTime;
 use kernel::{DbConn, with_conn};
 
 use crate::schema::users;
@@ -19,7 +20,9 @@ pub struct UserRow {
     pub hashed_password: String,
     pub is_active: bool,
     pub role: String,
+    #[diesel(deserialize_as = StoredTime)]
     pub created_at: NaiveDateTime,
+    #[diesel(deserialize_as = StoredTime)]
     pub updated_at: NaiveDateTime,
 }
 

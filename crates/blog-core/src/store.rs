@@ -5,6 +5,7 @@ use diesel::{
     AsChangeset, BoolExpressionMethods, ExpressionMethods, Insertable, OptionalExtension, QueryDsl,
     QueryResult, Queryable, Selectable, SelectableHelper,
 };
+use kernel::time::{StoredTime, StoredTimeOpt};
 use kernel::{DbConn, with_conn};
 
 use crate::schema::{blog_post_tags, blog_posts, blog_tags};
@@ -23,8 +24,11 @@ pub struct PostRow {
     pub seo_title: Option<String>,
     pub seo_description: Option<String>,
     pub hero_image_url: Option<String>,
+    #[diesel(deserialize_as = StoredTime)]
     pub created_at: NaiveDateTime,
+    #[diesel(deserialize_as = StoredTime)]
     pub updated_at: NaiveDateTime,
+    #[diesel(deserialize_as = StoredTimeOpt)]
     pub published_at: Option<NaiveDateTime>,
     pub content_html: String,
     pub derived_excerpt: String,
@@ -77,6 +81,7 @@ pub struct TagRow {
     pub name: String,
     pub name_key: String,
     pub slug: String,
+    #[diesel(deserialize_as = StoredTime)]
     pub created_at: NaiveDateTime,
 }
 

@@ -31,7 +31,8 @@ pub struct BlogState {
 }
 
 /// The public answer for `key`: from the cache when fresh, else `produce`d (by one request when
-/// several miss at once), serialized once and kept.
+/// several miss at once) and kept. `produce` runs as a unit of work (`run_detached`), and its
+/// value is written as JSON there too, off the HTTP worker.
 pub(crate) async fn cached_json<T, F>(
     state: &BlogState,
     key: String,
@@ -39,15 +40,15 @@ pub(crate) async fn cached_json<T, F>(
 ) -> Result<actix_web::HttpResponse, ApiError>
 where
     T: serde::Serialize,
-    F: Future<Output = Result<T, ApiError>>,
+    F: Future<Output = Result<T, ApiError>> + Send + 'static,
 {
     let body = state
         .public
-        .get_or_load(key, || async {
-            let value = produce.await?;
-            serde_json::to_vec(&value)
-                .map(web::Bytes::from)
-                .map_err(ApiError::internal)
+        .get_or_load(key, || {
+            kernel::db::run_detached(async move {
+                let value = produce.await?;
+                kernel::http::to_json_bytes(&value)
+            })
         })
         .await?;
     Ok(json_response(body))

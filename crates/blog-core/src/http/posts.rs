@@ -71,8 +71,7 @@ pub async fn list_posts(
     );
     let service = state.service.clone();
     cached_json(&state, key, async move {
-        let posts =
-            run_detached(async move { service.list_published(page, tag.as_deref()).await }).await?;
+        let posts = service.list_published(page, tag.as_deref()).await?;
         Ok(list_response(posts, page.page, page.page_size))
     })
     .await
@@ -95,7 +94,7 @@ pub async fn get_post(
     let key = format!("post:{slug}");
     let service = state.service.clone();
     cached_json(&state, key, async move {
-        let post = run_detached(async move { service.get_published(&slug).await }).await?;
+        let post = service.get_published(&slug).await?;
         Ok(BlogPostResponse::from(post))
     })
     .await

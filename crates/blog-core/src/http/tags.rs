@@ -15,7 +15,8 @@ use super::{BlogState, Editor, cached_json};
 pub async fn list_tags(state: web::Data<BlogState>) -> Result<HttpResponse, ApiError> {
     let service = state.service.clone();
     cached_json(&state, "tags".to_owned(), async move {
-        let tags: Vec<BlogTagResponse> = run_detached(async move { service.list_tags().await })
+        let tags: Vec<BlogTagResponse> = service
+            .list_tags()
             .await?
             .into_iter()
             .map(Into::into)

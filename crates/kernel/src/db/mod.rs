@@ -22,7 +22,7 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness};
 
 mod sqlite;
 
-pub use sqlite::{InIds, SqliteConn, SqliteTransactions, in_ids};
+pub use sqlite::{InIds, SqliteConn, SqliteRunQueryDsl, SqliteTransactions, in_ids};
 
 /// The default database: an SQLite file created with its folder on first start.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/keel.db";
@@ -454,26 +454,28 @@ pub fn is_unique_violation(e: &QueryError) -> bool {
 #[macro_export]
 macro_rules! with_conn {
     ($conn:expr, |$c:ident| $body:expr) => {{
-        use $crate::diesel_async::RunQueryDsl as _;
         match $conn {
             $crate::db::DbConn::Postgres($c) => {
+                use $crate::diesel_async::RunQueryDsl as _;
                 let $c: &mut $crate::diesel_async::AsyncPgConnection = &mut **$c;
                 $body
             }
             $crate::db::DbConn::Sqlite($c) => {
+                use $crate::db::SqliteRunQueryDsl as _;
                 let $c: &mut $crate::db::SqliteConn = &mut **$c;
                 $body
             }
         }
     }};
     ($conn:expr, postgres |$pc:ident| $pbody:expr, sqlite |$sc:ident| $sbody:expr) => {{
-        use $crate::diesel_async::RunQueryDsl as _;
         match $conn {
             $crate::db::DbConn::Postgres($pc) => {
+                use $crate::diesel_async::RunQueryDsl as _;
                 let $pc: &mut $crate::diesel_async::AsyncPgConnection = &mut **$pc;
                 $pbody
             }
             $crate::db::DbConn::Sqlite($sc) => {
+                use $crate::db::SqliteRunQueryDsl as _;
                 let $sc: &mut $crate::db::SqliteConn = &mut **$sc;
                 $sbody
             }

@@ -21,6 +21,7 @@ use diesel::connection::{
     LoadConnection, SimpleConnection, TransactionManager as _, TransactionManagerStatus,
 };
 use diesel::query_builder::{AsQuery, AstPass, Query, QueryFragment, QueryId};
+use diesel::query_dsl::LoadQuery;
 use diesel::result::{ConnectionResult, Error as QueryError, QueryResult};
 use diesel::row::IntoOwnedRow;
 use diesel::sql_types::Untyped;
@@ -91,6 +92,62 @@ pub(super) fn apply_pragmas(conn: &mut SqliteConnection) -> QueryResult<()> {
         }
     }
 }
+
+/// diesel-async's `RunQueryDsl` methods for [`SqliteConn`], used by the SQLite arm of
+/// [`with_conn!`](crate::with_conn) in its place, so that store code reads the same on both
+/// backends. They run the statement with diesel's synchronous `RunQueryDsl`, which reads each row
+/// straight from SQLite's statement into the result type; diesel-async's `load` must hand rows
+/// back owned, which copies every field into a fresh SQLite value first (two allocations and a
+/// copy per field, the largest cost of a page of posts).
+pub trait SqliteRunQueryDsl: diesel::RunQueryDsl<SqliteConnection> {
+    fn load<'query, U>(self, conn: &mut SqliteConn) -> Ready<QueryResult<Vec<U>>>
+    where
+        Self: LoadQuery<'query, SqliteConnection, U>,
+    {
+        ready(blocking(|| {
+            diesel::RunQueryDsl::load(self, &mut conn.inner)
+        }))
+    }
+
+    fn get_results<'query, U>(self, conn: &mut SqliteConn) -> Ready<QueryResult<Vec<U>>>
+    where
+        Self: LoadQuery<'query, SqliteConnection, U>,
+    {
+        ready(blocking(|| {
+            diesel::RunQueryDsl::load(self, &mut conn.inner)
+        }))
+    }
+
+    fn get_result<'query, U>(self, conn: &mut SqliteConn) -> Ready<QueryResult<U>>
+    where
+        Self: LoadQuery<'query, SqliteConnection, U>,
+    {
+        ready(blocking(|| {
+            diesel::RunQueryDsl::get_result(self, &mut conn.inner)
+        }))
+    }
+
+    fn first<'query, U>(self, conn: &mut SqliteConn) -> Ready<QueryResult<U>>
+    where
+        Self: diesel::query_dsl::methods::LimitDsl,
+        diesel::dsl::Limit<Self>: LoadQuery<'query, SqliteConnection, U>,
+    {
+        ready(blocking(|| {
+            diesel::RunQueryDsl::first(self, &mut conn.inner)
+        }))
+    }
+
+    fn execute(self, conn: &mut SqliteConn) -> Ready<QueryResult<usize>>
+    where
+        Self: diesel::query_dsl::methods::ExecuteDsl<SqliteConnection>,
+    {
+        ready(blocking(|| {
+            diesel::RunQueryDsl::execute(self, &mut conn.inner)
+        }))
+    }
+}
+
+impl<T: diesel::RunQueryDsl<SqliteConnection>> SqliteRunQueryDsl for T {}
 
 /// An SQLite connection usable through diesel-async's DSL (see the module documentation).
 pub struct SqliteConn {
