@@ -38,6 +38,14 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    /// The number of posts of each status, kept by triggers on `blog_posts`.
+    blog_post_counts (status) {
+        status -> Text,
+        posts -> BigInt,
+    }
+}
+
 diesel::joinable!(blog_post_tags -> blog_posts (post_id));
 diesel::joinable!(blog_post_tags -> blog_tags (tag_id));
 diesel::allow_tables_to_appear_in_same_query!(blog_posts, blog_tags, blog_post_tags);

@@ -8,7 +8,7 @@ use diesel::{
 use kernel::time::{StoredTime, StoredTimeOpt};
 use kernel::{DbConn, with_conn};
 
-use crate::schema::{blog_post_tags, blog_posts, blog_tags};
+use crate::schema::{blog_post_counts, blog_post_tags, blog_posts, blog_tags};
 
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = blog_posts)]
@@ -250,7 +250,14 @@ async fn list_by_status(
                     .select(PostRow::as_select())
                     .load(c)
                     .await?;
-                let total = with_status.count().get_result(c).await?;
+                // Kept by triggers with every write: one row read, not every post counted.
+                let total = blog_post_counts::table
+                    .find(status)
+                    .select(blog_post_counts::posts)
+                    .first(c)
+                    .await
+                    .optional()?
+                    .unwrap_or(0);
                 Ok((rows, total))
             }
             Some(tag_id) => {
@@ -534,7 +541,101 @@ mod tests {
 
     use super::*;
 
-    kernel::backend_tests! { hot_reads_are_prepared_once_and_reused }
+    kernel::backend_tests! {
+        hot_reads_are_prepared_once_and_reused,
+        the_kept_counts_follow_every_write,
+    }
+
+    fn new_post<'a>(slug: &'a str, status: &'a str) -> NewPostRow<'a> {
+        let now = Utc::now().naive_utc();
+        NewPostRow {
+            title: slug,
+            slug,
+            excerpt: None,
+            content: "body",
+            status,
+            author_id: None,
+            author_name: None,
+            seo_title: None,
+            seo_description: None,
+            hero_image_url: None,
+            created_at: now,
+            updated_at: now,
+            published_at: (status == "published").then_some(now),
+            content_html: "<p>body</p>",
+            derived_excerpt: "body",
+        }
+    }
+
+    /// The total of the public list comes from counts kept by triggers: after inserts, status
+    /// changes both ways, an update that leaves the status alone, and deletes, each kept count
+    /// equals a real count.
+    async fn the_kept_counts_follow_every_write(db: TestDb) {
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let mut pooled = pool.get().await.unwrap();
+        let mut conn = pooled.conn();
+        let mut ids = Vec::new();
+        for (i, status) in ["published", "draft", "published", "archived", "published"]
+            .into_iter()
+            .enumerate()
+        {
+            let slug = format!("post-{i}");
+            ids.push(
+                insert_post(&mut conn, &new_post(&slug, status))
+                    .await
+                    .unwrap()
+                    .id,
+            );
+        }
+        let check = async |conn: &mut DbConn<'_>, published: i64| {
+            for status in ["draft", "published", "archived"] {
+                let filter = PostFilter {
+                    status: Some(status),
+                    tag_id: None,
+                    order: PostOrder::NewestPublished,
+                };
+                let (_, kept) = list_posts(conn, filter, 0, 1).await.unwrap();
+                let counted = with_conn!(&mut *conn, |c| {
+                    blog_posts::table
+                        .filter(blog_posts::status.eq(status))
+                        .count()
+                        .get_result::<i64>(c)
+                        .await
+                })
+                .unwrap();
+                assert_eq!(kept, counted, "{status}");
+            }
+            let filter = PostFilter {
+                status: Some("published"),
+                tag_id: None,
+                order: PostOrder::NewestPublished,
+            };
+            assert_eq!(list_posts(conn, filter, 0, 1).await.unwrap().1, published);
+        };
+        check(&mut conn, 3).await;
+        let to_draft = PostChanges {
+            status: Some("draft"),
+            ..Default::default()
+        };
+        update_post(&mut conn, ids[0], &to_draft).await.unwrap();
+        check(&mut conn, 2).await;
+        let title_only = PostChanges {
+            title: Some("renamed"),
+            ..Default::default()
+        };
+        update_post(&mut conn, ids[2], &title_only).await.unwrap();
+        check(&mut conn, 2).await;
+        let publish = PostChanges {
+            status: Some("published"),
+            ..Default::default()
+        };
+        update_post(&mut conn, ids[1], &publish).await.unwrap();
+        update_post(&mut conn, ids[3], &publish).await.unwrap();
+        check(&mut conn, 4).await;
+        delete_post(&mut conn, ids[4]).await.unwrap();
+        delete_post(&mut conn, ids[0]).await.unwrap();
+        check(&mut conn, 3).await;
+    }
 
     /// The public list (rows, count, tags of the page), with and without a tag filter, and a post by
     /// slug: every statement is prepared once per connection and reused with other values.
