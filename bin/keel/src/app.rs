@@ -3,15 +3,20 @@
 
 use std::net::TcpListener;
 use std::sync::Arc;
+use std::time::Duration;
 
-use actix_web::dev::Server;
+use actix_http::error::DispatchError;
+use actix_http::{HttpService, KeepAlive};
+use actix_service::{IntoServiceFactory, ServiceFactoryExt, fn_service, map_config};
+use actix_web::dev::{AppConfig, Server};
 use actix_web::http::header;
 use actix_web::middleware::{Compress, Condition, from_fn};
-use actix_web::{App, HttpResponse, HttpServer, web};
+use actix_web::{App, HttpResponse, web};
 use kernel::jobs::{RunningWorker, TaskRunner};
 use kernel::module::{BodyLimits, Deps, Module, ModuleEntry, ModuleError, build_order, mount};
 use kernel::redis::SharedRedis;
 use kernel::{DbPool, MigrationSet, http};
+use tokio::net::TcpStream;
 use tracing_actix_web::TracingLogger;
 use utoipa::OpenApi;
 use utoipa_actix_web::AppExt;
@@ -19,6 +24,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::config::Config;
 use crate::health;
+use crate::listener::{self, ParseErrorBodies};
 use crate::metrics::{self, Exporter, MetricsServer};
 use crate::modules;
 use crate::telemetry::RequestSpan;
@@ -177,10 +183,10 @@ impl Application {
             addr: addr.clone(),
             source,
         })?;
-        let port = listener
+        let local_addr = listener
             .local_addr()
-            .map_err(|source| StartError::Bind { addr, source })?
-            .port();
+            .map_err(|source| StartError::Bind { addr, source })?;
+        let port = local_addr.port();
         // Every module's tasks are registered by now: the worker sees them all.
         let worker = composed
             .runner
@@ -199,29 +205,62 @@ impl Application {
             (exporter, _) => (None, exporter.map(web::Data::new)),
         };
         let config = Arc::new(config);
-        let server = HttpServer::new(move || {
-            app(&config, &state, metrics_route.as_ref())
-                .wrap(Compress::default())
-                .wrap(Condition::new(
-                    !config.cors_origins.is_empty(),
-                    cors(&config.cors_origins),
-                ))
-                .wrap(from_fn(http::json_errors))
-                .wrap(TracingLogger::<RequestSpan>::new())
-                .wrap(from_fn(http::request_id))
-                .wrap(Condition::new(
-                    config.metrics_enabled,
-                    from_fn(metrics::record),
-                ))
-        })
-        .workers(workers)
-        .shutdown_timeout(shutdown_timeout)
-        .listen(listener)
-        .map_err(|source| StartError::Bind {
-            addr: format!("port {port}"),
-            source,
-        })?
-        .run();
+        // The server that `actix_web::HttpServer::listen` would build, with each accepted
+        // connection wrapped in `ParseErrorBodies` (which `HttpServer` has no hook for). The
+        // settings are `HttpServer`'s defaults: keep-alive 5 s, client request timeout 5 s, client
+        // disconnect timeout 1 s, TCP_NODELAY not set (as `HttpServer` leaves it), actix-server's
+        // connection limit, and graceful shutdown on SIGTERM/SIGINT within `shutdown_timeout`
+        // that also closes idle keep-alive connections.
+        let builder = Server::build();
+        let shutdown = builder.graceful_shutdown_signal();
+        let server = builder
+            .workers(workers)
+            .shutdown_timeout(shutdown_timeout)
+            .listen("keel", listener, move || {
+                // The URL limit is the innermost middleware: it still runs before routing, and
+                // its 414 gets the request id, the log line, CORS headers and metrics.
+                let app = app(&config, &state, metrics_route.as_ref())
+                    .wrap(from_fn(listener::limit_url))
+                    .wrap(Compress::default())
+                    .wrap(Condition::new(
+                        !config.cors_origins.is_empty(),
+                        cors(&config.cors_origins),
+                    ))
+                    .wrap(from_fn(http::json_errors))
+                    .wrap(TracingLogger::<RequestSpan>::new())
+                    .wrap(from_fn(http::request_id))
+                    .wrap(Condition::new(
+                        config.metrics_enabled,
+                        from_fn(metrics::record),
+                    ));
+                let shutdown = shutdown.clone();
+                let http = HttpService::build()
+                    .graceful_shutdown_signal(move || {
+                        let shutdown = shutdown.clone();
+                        async move { shutdown.notified().await }
+                    })
+                    .keep_alive(KeepAlive::Timeout(Duration::from_secs(5)))
+                    .client_request_timeout(Duration::from_secs(5))
+                    .client_disconnect_timeout(Duration::from_secs(1))
+                    .local_addr(local_addr)
+                    // `AppConfig::new` is private to actix-web. The default differs from what
+                    // `HttpServer` passes only in its host and local address, which the app sees
+                    // only as the host of an HTTP/1.0 request without a `Host` header.
+                    .h1(map_config(
+                        app.into_factory().map_err(|e| e.error_response()),
+                        |_| AppConfig::default(),
+                    ));
+                fn_service(|io: TcpStream| async move {
+                    let peer = io.peer_addr().ok();
+                    Ok::<_, DispatchError>((ParseErrorBodies::new(io), peer))
+                })
+                .and_then(http)
+            })
+            .map_err(|source| StartError::Bind {
+                addr: format!("port {port}"),
+                source,
+            })?
+            .run();
         Ok(Application {
             port,
             server,

@@ -7,6 +7,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod health;
+pub mod listener;
 pub mod metrics;
 pub mod modules;
 pub mod telemetry;
