@@ -37,8 +37,8 @@ const LIVENESS_PATH: &str = "/health/live";
 
 /// Adds the shared parts to a document: the error-body schema (and a JSON body referencing it
 /// on every 4xx and 5xx answer that declares none), the answers every route shares (422 for
-/// input that cannot be read, 413 for a body over its limit, 503 when a backing service is
-/// down) and the bearer security scheme. Without an identity provider (`identity` false) every
+/// input that cannot be read, 413 for a body over its limit, 414 for a URL over the server's
+/// limit, 503 when a backing service is down) and the bearer security scheme. Without an identity provider (`identity` false) every
 /// route is open, so the routes' security requirements and their 401 and 403 answers are
 /// removed.
 pub fn finish(doc: &mut OpenApi, identity: bool) {
@@ -83,6 +83,12 @@ pub fn finish(doc: &mut OpenApi, identity: bool) {
                     operation.request_body.is_some(),
                     "413",
                     "The body is over its size limit (the detail names the limit)",
+                ),
+                (
+                    true,
+                    "414",
+                    "The URL (path and query) is longer than the server accepts (the detail names \
+                     the limit)",
                 ),
                 (
                     path != LIVENESS_PATH,
