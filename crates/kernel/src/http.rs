@@ -513,6 +513,7 @@ mod tests {
     /// The fast writer must write what serde_json writes: every escape, every control character,
     /// text outside ASCII, integers at their limits, nulls, nesting.
     #[test]
+    #[allow(clippy::unwrap_used)]
     fn json_bytes_are_serde_json_bytes() {
         let every_char: String = (0u32..0x300).filter_map(char::from_u32).collect();
         let value = serde_json::json!({

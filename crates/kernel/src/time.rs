@@ -278,6 +278,7 @@ mod tests {
     /// The fast writer against chrono's, over every field's edges and the years around them;
     /// what it leaves to chrono (years past 9999, before 0, leap seconds) still comes out right.
     #[test]
+    #[allow(clippy::unwrap_used)]
     fn the_fast_writer_writes_what_chrono_writes() {
         use chrono::NaiveDate;
         let mut times = Vec::new();
@@ -317,6 +318,7 @@ mod tests {
     /// The fast reader reads what diesel writes on SQLite (and so what chrono's parser reads),
     /// and refuses anything else, which then goes to diesel's own reader.
     #[test]
+    #[allow(clippy::unwrap_used)]
     fn the_fast_reader_reads_what_diesel_writes() {
         use chrono::NaiveDate;
         let date = NaiveDate::from_ymd_opt(2026, 11, 21).unwrap();
