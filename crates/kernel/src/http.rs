@@ -255,8 +255,9 @@ pub fn to_json_bytes<T: serde::Serialize + ?Sized>(value: &T) -> Result<web::Byt
         static LAST_LEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
     let last = LAST_LEN.get();
-    // Room for the last body's size, a quarter more, and a long string's reservation.
-    let start = (last + last / 4 + 16 * 1024).min(START_AT_MOST);
+    // Room for the last body's size and a quarter more (for a page, enough for the six-fold
+    // reservation of its longest string); a small body that grows once costs little.
+    let start = (last + last / 4 + 1024).min(START_AT_MOST);
     let mut buffer = Vec::with_capacity(start);
     sonic_rs::to_writer(&mut buffer, value).map_err(ApiError::internal)?;
     LAST_LEN.set(buffer.len());
