@@ -672,24 +672,9 @@ mod tests {
         }
         for i in 0..5 {
             let slug = format!("post-{i}");
-            let new = NewPostRow {
-                title: &slug,
-                slug: &slug,
-                excerpt: None,
-                content: "body",
-                status: "published",
-                author_id: None,
-                author_name: None,
-                seo_title: None,
-                seo_description: None,
-                hero_image_url: None,
-                created_at: now,
-                updated_at: now,
-                published_at: Some(now),
-                content_html: "<p>body</p>",
-                derived_excerpt: "body",
-            };
-            let post = insert_post(&mut conn, &new).await.unwrap();
+            let post = insert_post(&mut conn, &new_post(&slug, "published"))
+                .await
+                .unwrap();
             set_post_tags(&mut conn, post.id, &tags[..1 + i % 2])
                 .await
                 .unwrap();
