@@ -223,6 +223,47 @@ async fn units_dropped_mid_query_finish_on_their_own_task() {
     }
 }
 
+/// On SQLite, units of work run on a few threads kept for database work: a unit that waits for
+/// something other than the database (here, for every other unit) leaves its thread to the
+/// others meanwhile, and write transactions from many more units than threads all commit. With
+/// a thread held by each waiting unit, they would never all reach the barrier.
+#[tokio::test(flavor = "current_thread")]
+async fn many_more_units_than_threads_wait_and_write_together() {
+    const UNITS: usize = 64;
+    for db in [Some(TestDb::sqlite().await), TestDb::postgres().await]
+        .into_iter()
+        .flatten()
+    {
+        let pool = pool(&db).await;
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(UNITS));
+        let units: Vec<_> = (0..UNITS)
+            .map(|i| {
+                let (pool, barrier) = (pool.clone(), barrier.clone());
+                kernel::db::spawn_unit(async move {
+                    barrier.wait().await;
+                    write_tx!(&pool, NoteError, |tx| {
+                        let n = count(tx).await?;
+                        insert(tx, &format!("unit-{i}-{n}")).await?;
+                        Ok(())
+                    })
+                })
+            })
+            .collect();
+        let finished = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            for unit in units {
+                unit.await.unwrap().unwrap();
+            }
+        })
+        .await;
+        assert!(
+            finished.is_ok(),
+            "the units did not all get past the barrier"
+        );
+        let mut pooled = pool.get().await.unwrap();
+        assert_eq!(count(&mut pooled.conn()).await.unwrap(), UNITS as i64);
+    }
+}
+
 /// A write transaction whose future is dropped between two statements, outside any unit of work
 /// (a caller that times out, on a single-threaded runtime): no panic, nothing of it is stored,
 /// SQLite's write lock is released at once, and every connection of the pool works afterwards.

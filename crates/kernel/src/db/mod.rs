@@ -7,7 +7,7 @@
 //! fail under concurrency).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use diesel::migration::MigrationSource;
@@ -27,9 +27,9 @@ pub use sqlite::{InIds, SqliteConn, SqliteRunQueryDsl, SqliteTransactions, in_id
 /// The default database: an SQLite file created with its folder on first start.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/keel.db";
 
-/// Set once this process opens an SQLite pool: from then on units of work run on blocking
-/// threads (see [`spawn_unit`]).
-static UNITS_ON_BLOCKING_THREADS: AtomicBool = AtomicBool::new(false);
+/// Started when this process opens its first SQLite pool: from then on units of work run there
+/// (see [`spawn_unit`]).
+static UNIT_RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
 
 /// Key of the PostgreSQL advisory lock held while migrating, so that replicas starting together
 /// do not race (the value is arbitrary but fixed: "keel" in ASCII).
@@ -229,7 +229,7 @@ impl DbPool {
                     .create_timeout(Some(timeout))
                     .build()
                     .map_err(|e| DbError::Connect(e.to_string()))?;
-                UNITS_ON_BLOCKING_THREADS.store(true, Ordering::Relaxed);
+                start_unit_runtime(size)?;
                 let db = DbPool::Sqlite(pool);
                 db.ping().await?;
                 Ok(db)
@@ -277,26 +277,54 @@ impl DbPool {
     }
 }
 
-/// Starts `work`, a unit of database work (such as one service call), on its own: a task, or,
-/// once the process has an SQLite pool, a blocking thread that runs the whole unit (SQLite's
-/// statements run on the thread that polls them, so the unit hands off once, not once per
-/// statement). Either way the unit is not tied to its caller: a caller dropped at any `.await`
-/// (the client went away, a timeout fired, a later extractor failed) leaves the unit to complete,
-/// or roll back, where it runs, instead of being cut off between two statements of a
-/// transaction.
+/// Starts `work`, a unit of database work (such as one service call), on its own: a task of the
+/// caller's runtime, or, once the process has an SQLite pool, a task of the *unit runtime*, a
+/// few threads kept for database work on which SQLite's statements run inline, inside the poll
+/// that issues them (so a unit hands off once, not once per statement, and never blocks an HTTP
+/// worker). Either way the unit is not tied to its caller: a caller dropped at any `.await` (the
+/// client went away, a timeout fired, a later extractor failed) leaves the unit to complete, or
+/// roll back, where it runs, instead of being cut off between two statements of a transaction.
+///
+/// A unit that awaits something other than SQLite (a pooled connection, a provider, Redis)
+/// yields its thread meanwhile. A [`write_tx!`](crate::write_tx) body must await database work
+/// only: its statements then run in one poll, so no transaction holds SQLite's write lock while
+/// its unit waits for a thread.
 pub fn spawn_unit<F>(work: F) -> tokio::task::JoinHandle<F::Output>
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    if !UNITS_ON_BLOCKING_THREADS.load(Ordering::Relaxed) {
-        return tokio::spawn(work);
+    match UNIT_RUNTIME.get() {
+        Some(units) => units.spawn(work),
+        None => tokio::spawn(work),
     }
-    let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        let _unit = sqlite::UnitScope::enter();
-        runtime.block_on(work)
-    })
+}
+
+/// Starts the unit runtime (see [`spawn_unit`]) when the first SQLite pool opens: a
+/// multi-threaded tokio runtime with a thread per connection of that pool, and at least one per
+/// core. Units queue there in the order they came (tokio's injection queue is FIFO) instead of
+/// each waking a blocking thread of its own: under load a thread that finishes a unit takes the
+/// next without sleeping, and no more threads compete for the cores than can use a connection.
+/// A thread blocked in a statement (SQLite's busy timeout: another writer holds the lock) waits
+/// for a writer that is running, here or in another process, never for one that waits for a
+/// thread: a write transaction's statements all run within one poll of its unit.
+fn start_unit_runtime(pool_size: usize) -> Result<(), DbError> {
+    if UNIT_RUNTIME.get().is_some() {
+        return Ok(());
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(pool_size.max(cores))
+        .thread_name("keel-db")
+        .on_thread_start(sqlite::enter_unit_thread)
+        .enable_all()
+        .build()
+        .map_err(|e| DbError::Connect(format!("cannot start the database threads: {e}")))?;
+    if let Err(runtime) = UNIT_RUNTIME.set(runtime) {
+        // Another pool started one first: this one is not needed.
+        runtime.shutdown_background();
+    }
+    Ok(())
 }
 
 /// Runs `work` with [`spawn_unit`] and waits for it, mapping its error into an [`ApiError`](crate::ApiError).

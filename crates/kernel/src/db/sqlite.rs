@@ -4,11 +4,11 @@
 //! statement to tokio's blocking pool and copies each row back, and when a query future is dropped
 //! mid-flight it waits for the statement from the drop, which panics on actix-web's
 //! single-threaded workers. [`SqliteConn`] instead runs each statement at once, inside the poll
-//! that issues it, and the *unit of work* that holds it runs on a blocking thread as a whole
-//! ([`spawn_unit`](super::spawn_unit)): one hand-off per unit instead of one per statement, no
-//! statement can be cut in half by a drop, and the statements go straight to diesel's own
-//! prepared-statement cache, keyed by the query's type, so no SQL text is built for a cached
-//! query.
+//! that issues it, and the *unit of work* that holds it runs as a whole on a thread kept for
+//! database work ([`spawn_unit`](super::spawn_unit)): one hand-off per unit instead of one per
+//! statement, no statement can be cut in half by a drop, and the statements go straight to
+//! diesel's own prepared-statement cache, keyed by the query's type, so no SQL text is built for
+//! a cached query.
 //!
 //! Outside a unit (the CLI, tests, start-up) a statement runs in `block_in_place` on a
 //! multi-threaded runtime, and inline elsewhere: never a panic, at worst a short block.
@@ -38,30 +38,16 @@ const PRAGMAS: &str = "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; \
     PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;";
 
 thread_local! {
-    /// Set while this thread runs a unit of work handed to it by `spawn_unit`.
+    /// Set on the threads that run units of work (see `spawn_unit`).
     static IN_UNIT: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Marks the current (blocking) thread as running a unit until dropped.
-pub(super) struct UnitScope {
-    was: bool,
+/// Marks the current thread as one that runs units of work: statements run inline here.
+pub(super) fn enter_unit_thread() {
+    IN_UNIT.set(true);
 }
 
-impl UnitScope {
-    pub(super) fn enter() -> Self {
-        UnitScope {
-            was: IN_UNIT.replace(true),
-        }
-    }
-}
-
-impl Drop for UnitScope {
-    fn drop(&mut self) {
-        IN_UNIT.set(self.was);
-    }
-}
-
-/// Runs one statement's blocking work: directly inside a unit (already a blocking thread),
+/// Runs one statement's blocking work: directly on a unit thread (kept for this work),
 /// in `block_in_place` on a multi-threaded runtime's worker, inline anywhere else.
 fn blocking<R>(work: impl FnOnce() -> R) -> R {
     if IN_UNIT.get() {
