@@ -105,9 +105,15 @@ struct FrontMatter<'a> {
     hero_image_url: Option<&'a str>,
 }
 
+/// YAML's line breaks besides `\n` and `\r`: the YAML writer leaves them raw inside a block
+/// scalar, and its reader takes them for line breaks there, so a field holding one would not
+/// read back the same.
+const YAML_ONLY_LINE_BREAKS: [char; 3] = ['\u{85}', '\u{2028}', '\u{2029}'];
+
 /// A post as a Markdown file: `---`, the YAML front matter, `---`, a blank line, the content
-/// unchanged.
-pub fn render_markdown(post: &ExportedPost) -> Result<String, serde_yaml_ng::Error> {
+/// unchanged. A post whose fields hold a line break only YAML has (U+0085, U+2028, U+2029) gets
+/// JSON front matter instead (`{...}`, as Hugo writes it), which reads back exactly.
+pub fn render_markdown(post: &ExportedPost) -> Result<String, ExportWriteError> {
     let front = FrontMatter {
         title: &post.title,
         slug: &post.slug,
@@ -123,6 +129,12 @@ pub fn render_markdown(post: &ExportedPost) -> Result<String, serde_yaml_ng::Err
         hero_image_url: post.hero_image_url.as_deref(),
     };
     let yaml = serde_yaml_ng::to_string(&front)?;
+    if yaml.contains(YAML_ONLY_LINE_BREAKS) {
+        let mut out = serde_json::to_string_pretty(&front)?;
+        out.push_str("\n\n");
+        out.push_str(&post.content);
+        return Ok(out);
+    }
     let yaml = yaml.strip_prefix("---\n").unwrap_or(&yaml);
     let mut out = String::with_capacity(yaml.len() + post.content.len() + 16);
     out.push_str("---\n");
@@ -248,6 +260,28 @@ mod tests {
             md.ends_with("---\n\n# Not the title\n\nBody with --- inside\n---\nand a rule.\n"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn fields_with_yaml_only_line_breaks_get_json_front_matter() {
+        let mut post = sample();
+        post.hero_image_url = Some("\n\u{2028}".to_owned());
+        post.title = "A\u{85}B\u{2029}C".to_owned();
+        let md = render_markdown(&post).unwrap_or_default();
+        assert!(md.starts_with("{\n  \"title\""), "{md}");
+        let back = parse_markdown("hello.md", &md, at("2030-01-01T00:00:00Z"));
+        let back = back.map_err(|e| e.message);
+        let back = back.as_ref().ok();
+        assert_eq!(back.map(|p| p.title.as_str()), Some(post.title.as_str()));
+        assert_eq!(
+            back.and_then(|p| p.hero_image_url.as_deref()),
+            post.hero_image_url.as_deref()
+        );
+        assert_eq!(
+            back.map(|p| p.content.as_str()),
+            Some(post.content.as_str())
+        );
+        assert_eq!(back.map(|p| p.tags.len()), Some(1));
     }
 
     #[test]

@@ -110,7 +110,7 @@ pub fn split_front_matter(text: &str) -> Result<(Map<String, Value>, String), St
         while !text.is_char_boundary(head) {
             head -= 1;
         }
-        check_front_matter_shape(&text[..head])?;
+        check_json_front_matter_depth(&text[..head])?;
         let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
         return match stream.next() {
             Some(Ok(_)) if stream.byte_offset() > FRONT_MATTER_MAX_BYTES => Err(too_large()),
@@ -184,9 +184,7 @@ fn check_front_matter_shape(inner: &str) -> Result<(), String> {
             b'[' | b'{' => {
                 depth += 1;
                 if depth > FRONT_MATTER_MAX_DEPTH {
-                    return Err(format!(
-                        "Front matter nested too deeply: at most {FRONT_MATTER_MAX_DEPTH} levels of [ and {{"
-                    ));
+                    return Err(too_deep());
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
@@ -194,6 +192,44 @@ fn check_front_matter_shape(inner: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The nesting check of JSON front matter, which knows JSON's strings: brackets inside a string
+/// do not count, and the scan ends with the object (the content after it is not front matter).
+fn check_json_front_matter_depth(text: &str) -> Result<(), String> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for byte in text.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > FRONT_MATTER_MAX_DEPTH {
+                    return Err(too_deep());
+                }
+            }
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn too_deep() -> String {
+    format!("Front matter nested too deeply: at most {FRONT_MATTER_MAX_DEPTH} levels of [ and {{")
 }
 
 fn yaml_fields(inner: &str) -> Result<Map<String, Value>, String> {
@@ -751,6 +787,13 @@ mod tests {
         // Ordinary nesting still parses.
         let fine = "---\ntags: [a, [b, {c: d}]]\n---\nbody\n";
         assert!(split_front_matter(fine).is_ok());
+        // JSON's check reads its strings and stops with the object: brackets in a string or in
+        // the content after it do not count.
+        let brackets = "[{".repeat(40);
+        let json = format!("{{\"title\": \"{brackets}\\\" {brackets}\"}}\n\n{brackets}\n");
+        let (fields, content) = split_front_matter(&json).unwrap_or_default();
+        assert_eq!(fields["title"], format!("{brackets}\" {brackets}"));
+        assert_eq!(content, format!("{brackets}\n"));
     }
 
     #[test]

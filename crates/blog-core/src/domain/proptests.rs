@@ -325,8 +325,13 @@ fn bracket_depth(text: &str) -> usize {
     deepest
 }
 
-/// The front matter of a rendered post: the text between its `---` lines.
+/// The front matter of a rendered post whose nesting the check counts: the text between its
+/// `---` lines. JSON front matter counts nothing here: its check reads JSON's strings, so only
+/// the object and the tags' array nest.
 fn front_matter_of(markdown: &str) -> &str {
+    if markdown.starts_with('{') {
+        return "";
+    }
     let inner = markdown.strip_prefix("---\n").unwrap_or(markdown);
     inner.split("\n---\n").next().unwrap_or(inner)
 }
