@@ -240,7 +240,7 @@ impl Application {
                         async move { shutdown.notified().await }
                     })
                     .keep_alive(KeepAlive::Timeout(Duration::from_secs(5)))
-                    .client_request_timeout(Duration::from_secs(5))
+                    .client_request_timeout(crate::listener::REQUEST_HEAD_TIMEOUT)
                     .client_disconnect_timeout(Duration::from_secs(1))
                     .local_addr(local_addr)
                     // `AppConfig::new` is private to actix-web. The default differs from what

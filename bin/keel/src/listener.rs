@@ -8,9 +8,10 @@
 //! - `400 Bad Request` for anything else it cannot parse: a malformed request line or header, an
 //!   unknown method token, a URL that `http::Uri` refuses (longer than 65,534 bytes), an HTTP/1.1
 //!   request without `Host`, conflicting `Content-Length` and `Transfer-Encoding`, a broken chunked
-//!   body.
+//!   body;
+//! - `408 Request Timeout` when the head has not all arrived within [`REQUEST_HEAD_TIMEOUT`].
 //!
-//! [`ParseErrorBodies`] wraps every accepted connection and replaces exactly those two responses,
+//! [`ParseErrorBodies`] wraps every accepted connection and replaces exactly those responses,
 //! on their way out, by the same status with a JSON body that says what to fix.
 //!
 //! URLs longer than [`MAX_URL_BYTES`] (and short enough for actix to parse) are refused by the
@@ -40,6 +41,10 @@ pub const MAX_HEAD_BYTES: usize = 131_072;
 /// The most headers actix-http accepts in a request head before answering 431 (`MAX_HEADERS` in
 /// actix-http's `h1/decoder.rs`).
 pub const MAX_HEADERS: usize = 96;
+
+/// How long a request's head may take to arrive before actix-http answers 408 (its client
+/// request timeout, set by the server).
+pub const REQUEST_HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Middleware: a request whose URL (path and query) is longer than [`MAX_URL_BYTES`] is answered
 /// `414 URI Too Long` without being routed. Costs one length read per request.
@@ -73,7 +78,7 @@ pub async fn limit_url(
 /// [`AsyncWrite::poll_write`]. Its head is, byte for byte, with lower-case header names:
 ///
 /// ```text
-/// HTTP/1.1 431 Request Header Fields Too Large\r\n     or: HTTP/1.1 400 Bad Request\r\n
+/// HTTP/1.1 431 Request Header Fields Too Large\r\n     or 400 Bad Request, or 408 Request Timeout
 /// content-length: 0\r\n
 /// connection: close\r\n
 /// date: Mon, 23 Nov 2026 15:14:34 GMT\r\n
@@ -85,7 +90,7 @@ pub async fn limit_url(
 /// and the line is `connection: keep-alive`. Those forms are matched too.
 ///
 /// A write is rewritten only when it *ends* with exactly that head. The application never sends
-/// such a head: every 400 and 431 it answers carries a JSON body (so a `content-type` header, an
+/// such a head: every 400, 408 and 431 it answers carries a JSON body (so a `content-type` header, an
 /// `x-request-id` header and a non-zero length). No body it sends ends with that text either:
 /// JSON has no raw CR or LF, a chunked body ends with `0\r\n\r\n`, and the rest (Swagger UI's
 /// files, zip and gzip data) would have to end with these exact 120-odd bytes, a current date
@@ -190,6 +195,8 @@ enum Kind {
     TooLarge,
     /// 400: the head (or the body's framing) is not valid HTTP/1.1.
     Malformed,
+    /// 408: the head did not arrive within [`REQUEST_HEAD_TIMEOUT`].
+    TimedOut,
 }
 
 impl Kind {
@@ -197,6 +204,7 @@ impl Kind {
         match self {
             Kind::TooLarge => 431,
             Kind::Malformed => 400,
+            Kind::TimedOut => 408,
         }
     }
 
@@ -205,6 +213,7 @@ impl Kind {
         match self {
             Kind::TooLarge => b"431 Request Header Fields Too Large\r\n",
             Kind::Malformed => b"400 Bad Request\r\n",
+            Kind::TimedOut => b"408 Request Timeout\r\n",
         }
     }
 
@@ -219,6 +228,11 @@ impl Kind {
                  at most {MAX_URL_BYTES} bytes, version), the headers (each \"Name: value\", with \
                  a Host header) and the body framing (Content-Length or chunked \
                  Transfer-Encoding, not both)"
+            ),
+            Kind::TimedOut => format!(
+                "Request timed out: the request line and headers must arrive within {} seconds \
+                 of the connection (or of the previous response)",
+                REQUEST_HEAD_TIMEOUT.as_secs()
             ),
         }
     }
@@ -264,7 +278,7 @@ impl<'a> Refusal<'a> {
             .or_else(|| rest.strip_suffix(b"\r\nconnection: keep-alive"))
             .unwrap_or(rest);
         let rest = rest.strip_suffix(b"\r\ncontent-length: 0")?;
-        let (rest, kind) = [Kind::TooLarge, Kind::Malformed]
+        let (rest, kind) = [Kind::TooLarge, Kind::Malformed, Kind::TimedOut]
             .into_iter()
             .find_map(|kind| {
                 // The status line without its CRLF, which was matched with the next line.

@@ -171,6 +171,20 @@ async fn malformed_requests_get_400_with_a_detail() {
     }
 }
 
+/// A head that stops arriving: actix-http answers 408 once its client request timeout passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_heads_get_408_with_a_detail() {
+    let db = TestDb::sqlite().await;
+    let (_server, port) = spawn(&db).await;
+    let r = refusal(port, b"GET /health/live HTTP/1.1\r\nHost: loc".to_vec()).await;
+    assert_eq!(r.status, "HTTP/1.1 408 Request Timeout");
+    let detail = r.detail();
+    assert!(
+        detail.starts_with("Request timed out") && detail.contains("5 seconds"),
+        "{detail}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_urls_get_414_or_a_parser_refusal_with_a_detail() {
     let db = TestDb::sqlite().await;
