@@ -400,7 +400,8 @@ pub async fn tags_of_posts(
                 .await?;
             let by_id: std::collections::HashMap<i64, &TagRow> =
                 tags.iter().map(|tag| (tag.id, tag)).collect();
-            // Both statements run in one unit; a tag deleted between them is left out.
+            // Run inside `read_snapshot!` (the public reads), both statements see one snapshot;
+            // elsewhere a tag deleted between them is left out.
             Ok(links
                 .into_iter()
                 .filter_map(|(post, tag)| by_id.get(&tag).map(|&tag| (post, tag.clone())))

@@ -59,7 +59,11 @@ async fn backend_name(conn: &mut DbConn<'_>) -> &'static str {
     with_conn!(conn, postgres | _c | "postgres", sqlite | _c | "sqlite")
 }
 
-kernel::backend_tests! { transactions_commit_and_roll_back, concurrent_write_transactions_all_succeed }
+kernel::backend_tests! {
+    transactions_commit_and_roll_back,
+    concurrent_write_transactions_all_succeed,
+    snapshot_reads_on_sqlite_do_not_see_a_later_commit,
+}
 
 async fn transactions_commit_and_roll_back(db: TestDb) {
     let pool = pool(&db).await;
@@ -114,6 +118,32 @@ async fn concurrent_write_transactions_all_succeed(db: TestDb) {
     }
     let mut pooled = pool.get().await.unwrap();
     assert_eq!(count(&mut pooled.conn()).await.unwrap(), 40);
+}
+
+/// `read_snapshot!`: on SQLite its statements read one snapshot, so a commit by another connection
+/// between two of them is not seen until the next snapshot; on PostgreSQL each statement reads its
+/// own (no transaction), so the second count sees it.
+async fn snapshot_reads_on_sqlite_do_not_see_a_later_commit(db: TestDb) {
+    let pool = pool(&db).await;
+    let writer = DbPool::connect(&db.url, 1).await.unwrap();
+    let (before, after) = kernel::read_snapshot!(&pool, NoteError, |conn| {
+        let before = count(conn).await?;
+        write_tx!(&writer, NoteError, |tx| {
+            insert(tx, "meanwhile").await?;
+            Ok(())
+        })?;
+        let after = count(conn).await?;
+        Ok((before, after))
+    })
+    .unwrap();
+    assert_eq!(before, 0);
+    let expected = match db.backend {
+        kernel::db::Backend::Sqlite => 0,
+        kernel::db::Backend::Postgres => 1,
+    };
+    assert_eq!(after, expected, "{:?}", db.backend);
+    let fresh = kernel::read_snapshot!(&pool, NoteError, |conn| Ok(count(conn).await?)).unwrap();
+    assert_eq!(fresh, 1);
 }
 
 /// A PostgreSQL connection killed under the pool (`pg_terminate_backend`): the query on it fails

@@ -271,32 +271,33 @@ impl BlogServiceImpl {
             .ok_or_else(|| BlogError::Internal("post vanished".to_owned()))
     }
 
+    /// One page of posts with their tags and the total, read from one snapshot.
     async fn list(&self, page: Page, filter: ListFilter<'_>) -> Result<PostPage, BlogError> {
-        let mut pooled = self.pool.get().await?;
-        let mut conn = pooled.conn();
-        let tag_id = match filter.tag {
-            Some(raw) => {
-                match store::find_tag_by_slug(&mut conn, &slugify(raw, TAG_SLUG_MAX)).await? {
-                    Some(tag) => Some(tag.id),
-                    None => {
-                        return Ok(PostPage {
-                            posts: Vec::new(),
-                            total: 0,
-                        });
+        kernel::read_snapshot!(&self.pool, BlogError, |conn| {
+            let tag_id = match filter.tag {
+                Some(raw) => {
+                    match store::find_tag_by_slug(conn, &slugify(raw, TAG_SLUG_MAX)).await? {
+                        Some(tag) => Some(tag.id),
+                        None => {
+                            return Ok(PostPage {
+                                posts: Vec::new(),
+                                total: 0,
+                            });
+                        }
                     }
                 }
-            }
-            None => None,
-        };
-        let store_filter = PostFilter {
-            status: filter.status.map(PostStatus::as_str),
-            tag_id,
-            order: filter.order,
-        };
-        let (rows, total) =
-            store::list_posts(&mut conn, store_filter, page.offset(), page.limit()).await?;
-        let posts = Self::with_tags(&mut conn, rows).await?;
-        Ok(PostPage { posts, total })
+                None => None,
+            };
+            let store_filter = PostFilter {
+                status: filter.status.map(PostStatus::as_str),
+                tag_id,
+                order: filter.order,
+            };
+            let (rows, total) =
+                store::list_posts(conn, store_filter, page.offset(), page.limit()).await?;
+            let posts = Self::with_tags(conn, rows).await?;
+            Ok(PostPage { posts, total })
+        })
     }
 }
 

@@ -31,13 +31,13 @@ impl BlogServiceImpl {
     }
 
     pub(super) async fn get_published(&self, slug: &str) -> Result<Post, BlogError> {
-        let mut pooled = self.pool.get().await?;
-        let mut conn = pooled.conn();
-        let row = store::find_post_by_slug(&mut conn, &slugify(slug, POST_SLUG_MAX))
-            .await?
-            .filter(|r| r.status == PostStatus::Published.as_str())
-            .ok_or(BlogError::PostNotFound)?;
-        Self::load_post(&mut conn, row).await
+        kernel::read_snapshot!(&self.pool, BlogError, |conn| {
+            let row = store::find_post_by_slug(conn, &slugify(slug, POST_SLUG_MAX))
+                .await?
+                .filter(|r| r.status == PostStatus::Published.as_str())
+                .ok_or(BlogError::PostNotFound)?;
+            Self::load_post(conn, row).await
+        })
     }
 
     pub(super) async fn get_post(&self, id: i64) -> Result<Post, BlogError> {

@@ -578,6 +578,66 @@ macro_rules! write_tx {
     }};
 }
 
+/// Runs `body` with `conn: &mut DbConn` in scope on one pooled connection, its statements reading
+/// one snapshot, and evaluates to its `Result`: on SQLite inside a read transaction (`BEGIN` ...
+/// `COMMIT`), so that what they read agrees (a page, its total and its tags) and the WAL read lock
+/// is taken once instead of once per statement; on PostgreSQL as they are, each statement its own
+/// snapshot (a transaction would cost two more round trips). For reads only: writes go through
+/// [`write_tx!`](crate::write_tx). The error type must implement `From<diesel::result::Error>` and
+/// `From<kernel::DbError>`:
+///
+/// ```text
+/// let page = read_snapshot!(&self.pool, BlogError, |conn| {
+///     let rows = store::list_posts(conn, filter).await?;
+///     Ok(with_tags(conn, rows).await?)
+/// })?;
+/// ```
+#[macro_export]
+macro_rules! read_snapshot {
+    ($pool:expr, $err:ty, |$conn:ident| $body:expr) => {{
+        async {
+            match $pool {
+                $crate::db::DbPool::Postgres(p) => {
+                    let mut o = p
+                        .get()
+                        .await
+                        .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
+                    let mut $conn = $crate::db::DbConn::Postgres(&mut o);
+                    #[allow(unused_mut)]
+                    let $conn = &mut $conn;
+                    $body
+                }
+                $crate::db::DbPool::Sqlite(p) => {
+                    // Rolled back when dropped mid-way (outside a unit of work).
+                    let mut o = $crate::db::SqliteTxConn::new(
+                        p.get()
+                            .await
+                            .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?,
+                    );
+                    let c: &mut $crate::db::SqliteConn = &mut o;
+                    c.begin_read().map_err(<$err>::from)?;
+                    let result: ::std::result::Result<_, $err> = async {
+                        let mut $conn = $crate::db::DbConn::Sqlite(&mut *c);
+                        #[allow(unused_mut)]
+                        let $conn = &mut $conn;
+                        $body
+                    }
+                    .await;
+                    // Nothing was written: ending the transaction only releases the snapshot.
+                    match result {
+                        Ok(value) => c.commit().map(|()| value).map_err(<$err>::from),
+                        Err(e) => {
+                            let _ = c.rollback();
+                            Err(e)
+                        }
+                    }
+                }
+            }
+        }
+        .await
+    }};
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

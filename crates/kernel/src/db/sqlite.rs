@@ -163,7 +163,14 @@ impl SqliteConn {
         blocking(|| SyncTransactions::begin_transaction_sql(&mut self.inner, "BEGIN IMMEDIATE"))
     }
 
-    /// Commits the transaction opened by [`begin_immediate`](Self::begin_immediate).
+    /// Opens a read transaction (`BEGIN`, deferred): the statements that follow read one snapshot,
+    /// and the WAL read lock is taken once for all of them instead of once per statement.
+    pub fn begin_read(&mut self) -> QueryResult<()> {
+        blocking(|| SyncTransactions::begin_transaction_sql(&mut self.inner, "BEGIN"))
+    }
+
+    /// Commits the transaction opened by [`begin_immediate`](Self::begin_immediate) or
+    /// [`begin_read`](Self::begin_read).
     pub fn commit(&mut self) -> QueryResult<()> {
         blocking(|| SyncTransactions::commit_transaction(&mut self.inner))
     }
