@@ -547,32 +547,7 @@ macro_rules! write_tx {
                 .await
             }
             $crate::db::DbPool::Sqlite(p) => {
-                async {
-                    let mut o = $crate::db::SqliteTxConn::new(
-                        p.get()
-                            .await
-                            .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?,
-                    );
-                    let c: &mut $crate::db::SqliteConn = &mut o;
-                    c.begin_immediate().map_err(<$err>::from)?;
-                    let result: ::std::result::Result<_, $err> = async {
-                        let mut $tx = $crate::db::DbConn::Sqlite(&mut *c);
-                        #[allow(unused_mut)]
-                        let $tx = &mut $tx;
-                        $body
-                    }
-                    .await;
-                    match result {
-                        Ok(value) => c.commit().map(|()| value).map_err(<$err>::from),
-                        Err(e) => {
-                            // A failed rollback marks the connection broken: the pool then
-                            // discards it, and closing it rolls back.
-                            let _ = c.rollback();
-                            Err(e)
-                        }
-                    }
-                }
-                .await
+                $crate::__sqlite_tx!(p, $err, begin_immediate, |$tx| $body)
             }
         }
     }};
@@ -608,34 +583,51 @@ macro_rules! read_snapshot {
                     $body
                 }
                 $crate::db::DbPool::Sqlite(p) => {
-                    // Rolled back when dropped mid-way (outside a unit of work).
-                    let mut o = $crate::db::SqliteTxConn::new(
-                        p.get()
-                            .await
-                            .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?,
-                    );
-                    let c: &mut $crate::db::SqliteConn = &mut o;
-                    c.begin_read().map_err(<$err>::from)?;
-                    let result: ::std::result::Result<_, $err> = async {
-                        let mut $conn = $crate::db::DbConn::Sqlite(&mut *c);
-                        #[allow(unused_mut)]
-                        let $conn = &mut $conn;
-                        $body
-                    }
-                    .await;
-                    // Nothing was written: ending the transaction only releases the snapshot.
-                    match result {
-                        Ok(value) => c.commit().map(|()| value).map_err(<$err>::from),
-                        Err(e) => {
-                            let _ = c.rollback();
-                            Err(e)
-                        }
-                    }
+                    $crate::__sqlite_tx!(p, $err, begin_read, |$conn| $body)
                 }
             }
         }
         .await
     }};
+}
+
+/// The SQLite arm of [`write_tx!`](crate::write_tx) and [`read_snapshot!`](crate::read_snapshot):
+/// checks a connection out of pool `p`, opens a transaction with `$begin`
+/// ([`SqliteConn::begin_immediate`] or [`SqliteConn::begin_read`]), runs `body` with
+/// `$tx: &mut DbConn`, commits on `Ok` and rolls back on `Err`. The connection is held in a
+/// [`SqliteTxConn`], which rolls back at once when the future is dropped between two statements
+/// (outside a unit of work).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __sqlite_tx {
+    ($p:expr, $err:ty, $begin:ident, |$tx:ident| $body:expr) => {
+        async {
+            let mut o = $crate::db::SqliteTxConn::new(
+                $p.get()
+                    .await
+                    .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?,
+            );
+            let c: &mut $crate::db::SqliteConn = &mut o;
+            c.$begin().map_err(<$err>::from)?;
+            let result: ::std::result::Result<_, $err> = async {
+                let mut $tx = $crate::db::DbConn::Sqlite(&mut *c);
+                #[allow(unused_mut)]
+                let $tx = &mut $tx;
+                $body
+            }
+            .await;
+            match result {
+                Ok(value) => c.commit().map(|()| value).map_err(<$err>::from),
+                Err(e) => {
+                    // A failed rollback marks the connection broken: the pool then discards it,
+                    // and closing it rolls back.
+                    let _ = c.rollback();
+                    Err(e)
+                }
+            }
+        }
+        .await
+    };
 }
 
 #[cfg(test)]
