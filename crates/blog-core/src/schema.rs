@@ -18,6 +18,8 @@ diesel::table! {
         published_at -> Nullable<Timestamp>,
         content_html -> Text,
         derived_excerpt -> Text,
+        /// The ids of the post's tags, comma-separated (see `store::set_post_tags`).
+        tag_ids -> Text,
     }
 }
 

@@ -32,6 +32,8 @@ pub struct PostRow {
     pub published_at: Option<NaiveDateTime>,
     pub content_html: String,
     pub derived_excerpt: String,
+    /// Read with [`tag_ids_of`].
+    pub tag_ids: String,
 }
 
 #[derive(Debug, Insertable)]
@@ -363,61 +365,67 @@ pub async fn count_posts(conn: &mut DbConn<'_>) -> QueryResult<i64> {
 // ---------------------------------------------------------------------------------------------
 // Tags of posts
 
-/// The tags of the given posts, as (post id, tag), in one query.
-pub async fn tags_of_posts(
-    conn: &mut DbConn<'_>,
-    post_ids: &[i64],
-) -> QueryResult<Vec<(i64, TagRow)>> {
-    if post_ids.is_empty() {
+/// The tag ids of a post's `tag_ids` column: ids separated by commas, `""` for none. `None` for
+/// anything else (only a hand-edited row could hold it).
+pub fn tag_ids_of(text: &str) -> Option<Vec<i64>> {
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    text.split(',').map(|id| id.parse().ok()).collect()
+}
+
+/// The `tag_ids` text of `ids`.
+fn tag_ids_text(ids: &[i64]) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::with_capacity(ids.len() * 4);
+    for (i, id) in ids.iter().enumerate() {
+        let comma = if i > 0 { "," } else { "" };
+        let _ = write!(text, "{comma}{id}"); // writing to a String cannot fail
+    }
+    text
+}
+
+/// The tags with the given ids, by id, in one query whose text does not depend on the number of
+/// ids (so that it is prepared once).
+pub async fn tags_by_ids(conn: &mut DbConn<'_>, ids: &[i64]) -> QueryResult<Vec<TagRow>> {
+    if ids.is_empty() {
         return Ok(Vec::new());
     }
-    // One statement text whatever the number of posts, so that it is prepared once.
     with_conn!(
         conn,
         postgres | c | {
-            blog_post_tags::table
-                .inner_join(blog_tags::table)
-                .filter(blog_post_tags::post_id.eq_any(post_ids))
-                .select((blog_post_tags::post_id, TagRow::as_select()))
+            blog_tags::table
+                .filter(blog_tags::id.eq_any(ids))
+                .order(blog_tags::id)
+                .select(TagRow::as_select())
                 .load(c)
                 .await
         },
         sqlite | c | {
-            // The links, then each tag once, joined here: a page of 20 posts links ~60 tags but
-            // names ~10, and reading a tag's columns costs far more than copying a read tag.
-            let links: Vec<(i64, i64)> = blog_post_tags::table
-                .filter(kernel::db::in_ids(blog_post_tags::post_id, post_ids))
-                .select((blog_post_tags::post_id, blog_post_tags::tag_id))
-                .load(c)
-                .await?;
-            let mut tag_ids: Vec<i64> = links.iter().map(|&(_, tag)| tag).collect();
-            tag_ids.sort_unstable();
-            tag_ids.dedup();
-            let tags: Vec<TagRow> = blog_tags::table
-                .filter(kernel::db::in_ids(blog_tags::id, &tag_ids))
+            blog_tags::table
+                .filter(kernel::db::in_ids(blog_tags::id, ids))
+                .order(blog_tags::id)
                 .select(TagRow::as_select())
                 .load(c)
-                .await?;
-            let by_id: std::collections::HashMap<i64, &TagRow> =
-                tags.iter().map(|tag| (tag.id, tag)).collect();
-            // Run inside `read_snapshot!` (the public reads), both statements see one snapshot;
-            // elsewhere a tag deleted between them is left out.
-            Ok(links
-                .into_iter()
-                .filter_map(|(post, tag)| by_id.get(&tag).map(|&tag| (post, tag.clone())))
-                .collect())
+                .await
         }
     )
 }
 
-/// Replaces the tags of a post. (One insert per link: SQLite's multi-row insert is not available
-/// through the async wrapper, and a post has few tags.)
+/// Replaces the tags of a post: its links, and its `tag_ids` column, which the reads use; the
+/// new `tag_ids` text. (One insert per link: SQLite's multi-row insert is not available through
+/// the async wrapper, and a post has few tags.)
 pub async fn set_post_tags(
     conn: &mut DbConn<'_>,
     post_id: i64,
     tag_ids: &[i64],
-) -> QueryResult<()> {
+) -> QueryResult<String> {
+    let text = tag_ids_text(tag_ids);
     with_conn!(conn, |c| {
+        diesel::update(blog_posts::table.find(post_id))
+            .set(blog_posts::tag_ids.eq(&text))
+            .execute(c)
+            .await?;
         diesel::delete(blog_post_tags::table.filter(blog_post_tags::post_id.eq(post_id)))
             .execute(c)
             .await?;
@@ -430,7 +438,7 @@ pub async fn set_post_tags(
                 .execute(c)
                 .await?;
         }
-        Ok(())
+        Ok(text)
     })
 }
 
@@ -533,12 +541,25 @@ pub async fn update_tag(
     })
 }
 
-/// Deletes a tag and its links to posts; the number of tags deleted.
+/// Deletes a tag and its links to posts, and takes it out of those posts' `tag_ids`; the number
+/// of tags deleted.
 pub async fn delete_tag(conn: &mut DbConn<'_>, id: i64) -> QueryResult<usize> {
     with_conn!(conn, |c| {
+        let tagged: Vec<i64> = posts_tagged(id).load(c).await?;
         diesel::delete(blog_post_tags::table.filter(blog_post_tags::tag_id.eq(id)))
             .execute(c)
             .await?;
+        for post_id in tagged {
+            let left: Vec<i64> = blog_post_tags::table
+                .filter(blog_post_tags::post_id.eq(post_id))
+                .select(blog_post_tags::tag_id)
+                .load(c)
+                .await?;
+            diesel::update(blog_posts::table.find(post_id))
+                .set(blog_posts::tag_ids.eq(tag_ids_text(&left)))
+                .execute(c)
+                .await?;
+        }
         diesel::delete(blog_tags::table.find(id)).execute(c).await
     })
 }
@@ -561,6 +582,80 @@ mod tests {
     kernel::backend_tests! {
         hot_reads_are_prepared_once_and_reused,
         the_kept_counts_follow_every_write,
+        tag_ids_follow_the_links,
+    }
+
+    #[test]
+    fn tag_ids_text_reads_back() {
+        for ids in [vec![], vec![7], vec![3, 12, 9_007_199_254_740_993]] {
+            assert_eq!(tag_ids_of(&tag_ids_text(&ids)), Some(ids));
+        }
+        for bad in [",", "1,", "1,,2", "x", " 1", "1;2"] {
+            assert_eq!(tag_ids_of(bad), None, "{bad:?}");
+        }
+    }
+
+    /// Each post's `tag_ids` names exactly its links after tags are set, replaced, cleared, and
+    /// after a tag that several posts carry is deleted.
+    async fn tag_ids_follow_the_links(db: TestDb) {
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let mut pooled = pool.get().await.unwrap();
+        let mut conn = pooled.conn();
+        let now = Utc::now().naive_utc();
+        let mut tags = Vec::new();
+        for name in ["alpha", "beta", "gamma"] {
+            let new = NewTagRow {
+                name,
+                name_key: name,
+                slug: name,
+                created_at: now,
+            };
+            tags.push(insert_tag(&mut conn, &new).await.unwrap().id);
+        }
+        let mut posts = Vec::new();
+        for slug in ["one", "two", "three"] {
+            posts.push(
+                insert_post(&mut conn, &new_post(slug, "published"))
+                    .await
+                    .unwrap()
+                    .id,
+            );
+        }
+        let check = async |conn: &mut DbConn<'_>| {
+            for &post in &posts {
+                let row = find_post(conn, post).await.unwrap().unwrap();
+                let mut kept = tag_ids_of(&row.tag_ids).unwrap();
+                kept.sort_unstable();
+                let linked: Vec<i64> = with_conn!(&mut *conn, |c| {
+                    blog_post_tags::table
+                        .filter(blog_post_tags::post_id.eq(post))
+                        .select(blog_post_tags::tag_id)
+                        .order(blog_post_tags::tag_id)
+                        .load(c)
+                        .await
+                })
+                .unwrap();
+                assert_eq!(kept, linked, "post {post}");
+            }
+        };
+        check(&mut conn).await;
+        set_post_tags(&mut conn, posts[0], &tags).await.unwrap();
+        set_post_tags(&mut conn, posts[1], &[tags[1], tags[0]])
+            .await
+            .unwrap();
+        set_post_tags(&mut conn, posts[2], &tags[2..])
+            .await
+            .unwrap();
+        check(&mut conn).await;
+        set_post_tags(&mut conn, posts[2], &[]).await.unwrap();
+        set_post_tags(&mut conn, posts[0], &tags[1..])
+            .await
+            .unwrap();
+        check(&mut conn).await;
+        assert_eq!(delete_tag(&mut conn, tags[1]).await.unwrap(), 1);
+        check(&mut conn).await;
+        let row = find_post(&mut conn, posts[1]).await.unwrap().unwrap();
+        assert_eq!(tag_ids_of(&row.tag_ids), Some(vec![tags[0]]));
     }
 
     fn new_post<'a>(slug: &'a str, status: &'a str) -> NewPostRow<'a> {
@@ -690,8 +785,13 @@ mod tests {
             };
             let (rows, total) = list_posts(&mut conn, filter, page, 2 + page).await.unwrap();
             assert!(total > 0 && !rows.is_empty());
-            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-            assert!(!tags_of_posts(&mut conn, &ids).await.unwrap().is_empty());
+            let mut ids: Vec<i64> = rows
+                .iter()
+                .flat_map(|r| tag_ids_of(&r.tag_ids).unwrap())
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            assert!(!tags_by_ids(&mut conn, &ids).await.unwrap().is_empty());
         }
         for slug in ["post-1", "post-3", "none"] {
             find_post_by_slug(&mut conn, slug).await.unwrap();

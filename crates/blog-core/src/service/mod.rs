@@ -248,17 +248,32 @@ impl BlogServiceImpl {
         result
     }
 
-    /// The posts of `rows` with their tags, loaded in one query.
+    /// The posts of `rows` with their tags (named by each row's `tag_ids`), loaded in one query.
     async fn with_tags(conn: &mut DbConn<'_>, rows: Vec<PostRow>) -> Result<Vec<Post>, BlogError> {
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        let mut tags: HashMap<i64, Vec<TagRow>> = HashMap::new();
-        for (post_id, tag) in store::tags_of_posts(conn, &ids).await? {
-            tags.entry(post_id).or_default().push(tag);
-        }
+        let lists = rows
+            .iter()
+            .map(|row| {
+                store::tag_ids_of(&row.tag_ids).ok_or_else(|| {
+                    BlogError::Internal(format!("post {} has unreadable tag ids", row.id))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut wanted: Vec<i64> = lists.iter().flatten().copied().collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        // By id: the store returns them in that order.
+        let tags = store::tags_by_ids(conn, &wanted).await?;
+        let tag = |id: &i64| {
+            tags.binary_search_by_key(id, |t| t.id)
+                .ok()
+                .map(|at| tags[at].clone())
+        };
         Ok(rows
             .into_iter()
-            .map(|row| {
-                let tags = tags.remove(&row.id).unwrap_or_default();
+            .zip(lists)
+            .map(|(row, ids)| {
+                // A tag deleted since the row was read (PostgreSQL reads no snapshot) is left out.
+                let tags = ids.iter().filter_map(tag).collect();
                 assemble(row, tags)
             })
             .collect())

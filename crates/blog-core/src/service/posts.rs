@@ -100,8 +100,8 @@ impl BlogServiceImpl {
                 content_html: &rendered.html,
                 derived_excerpt: &rendered.excerpt,
             };
-            let row = store::insert_post(tx, &new).await?;
-            store::set_post_tags(tx, row.id, &tag_ids).await?;
+            let mut row = store::insert_post(tx, &new).await?;
+            row.tag_ids = store::set_post_tags(tx, row.id, &tag_ids).await?;
             Self::load_post(tx, row).await
         });
         match result {
@@ -159,11 +159,11 @@ impl BlogServiceImpl {
                 updated_at: Some(now),
                 ..PostChanges::default()
             };
-            let row = store::update_post(tx, id, &changes)
+            let mut row = store::update_post(tx, id, &changes)
                 .await?
                 .ok_or(BlogError::PostNotFound)?;
             if let Some(tag_ids) = &tag_ids {
-                store::set_post_tags(tx, id, tag_ids).await?;
+                row.tag_ids = store::set_post_tags(tx, id, tag_ids).await?;
             }
             Self::load_post(tx, row).await
         });

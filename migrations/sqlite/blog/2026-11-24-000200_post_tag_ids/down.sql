@@ -1,0 +1,1 @@
+ALTER TABLE blog_posts DROP COLUMN tag_ids;
