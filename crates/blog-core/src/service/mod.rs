@@ -261,19 +261,28 @@ impl BlogServiceImpl {
         let mut wanted: Vec<i64> = lists.iter().flatten().copied().collect();
         wanted.sort_unstable();
         wanted.dedup();
-        // By id: the store returns them in that order.
-        let tags = store::tags_by_ids(conn, &wanted).await?;
-        let tag = |id: &i64| {
-            tags.binary_search_by_key(id, |t| t.id)
-                .ok()
-                .map(|at| tags[at].clone())
-        };
+        // Each tag read and put in display order once; a post's tags are then picked by rank.
+        let mut read = store::tags_by_ids(conn, &wanted).await?;
+        read.sort_by(tag_order);
+        let mut rank_by_id: Vec<(i64, usize)> = read
+            .iter()
+            .enumerate()
+            .map(|(rank, tag)| (tag.id, rank))
+            .collect();
+        rank_by_id.sort_unstable();
+        let tags: Vec<Tag> = read.into_iter().map(Tag::from).collect();
         Ok(rows
             .into_iter()
             .zip(lists)
             .map(|(row, ids)| {
                 // A tag deleted since the row was read (PostgreSQL reads no snapshot) is left out.
-                let tags = ids.iter().filter_map(tag).collect();
+                let mut ranks: Vec<usize> = ids
+                    .iter()
+                    .filter_map(|id| rank_by_id.binary_search_by_key(id, |&(id, _)| id).ok())
+                    .map(|at| rank_by_id[at].1)
+                    .collect();
+                ranks.sort_unstable();
+                let tags = ranks.into_iter().map(|rank| tags[rank].clone()).collect();
                 assemble(row, tags)
             })
             .collect())
@@ -322,8 +331,8 @@ struct ListFilter<'a> {
     order: PostOrder,
 }
 
-fn assemble(row: PostRow, mut tags: Vec<TagRow>) -> Post {
-    tags.sort_by(tag_order);
+/// A post of `row` with `tags` (already in display order).
+fn assemble(row: PostRow, tags: Vec<Tag>) -> Post {
     Post {
         id: row.id,
         title: row.title,
@@ -341,7 +350,7 @@ fn assemble(row: PostRow, mut tags: Vec<TagRow>) -> Post {
         hero_image_url: row.hero_image_url,
         content_html: row.content_html,
         derived_excerpt: row.derived_excerpt,
-        tags: tags.into_iter().map(Tag::from).collect(),
+        tags,
     }
 }
 
