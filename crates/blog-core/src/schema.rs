@@ -50,4 +50,9 @@ diesel::table! {
 
 diesel::joinable!(blog_post_tags -> blog_posts (post_id));
 diesel::joinable!(blog_post_tags -> blog_tags (tag_id));
-diesel::allow_tables_to_appear_in_same_query!(blog_posts, blog_tags, blog_post_tags);
+diesel::allow_tables_to_appear_in_same_query!(
+    blog_posts,
+    blog_tags,
+    blog_post_tags,
+    blog_post_counts
+);
