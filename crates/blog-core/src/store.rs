@@ -609,17 +609,7 @@ mod tests {
         let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
         let mut pooled = pool.get().await.unwrap();
         let mut conn = pooled.conn();
-        let now = Utc::now().naive_utc();
-        let mut tags = Vec::new();
-        for name in ["alpha", "beta", "gamma"] {
-            let new = NewTagRow {
-                name,
-                name_key: name,
-                slug: name,
-                created_at: now,
-            };
-            tags.push(insert_tag(&mut conn, &new).await.unwrap().id);
-        }
+        let tags = insert_tags(&mut conn, &["alpha", "beta", "gamma"]).await;
         let mut posts = Vec::new();
         for slug in ["one", "two", "three"] {
             posts.push(
@@ -664,6 +654,22 @@ mod tests {
         check(&mut conn).await;
         let row = find_post(&mut conn, posts[1]).await.unwrap().unwrap();
         assert_eq!(tag_ids_of(&row.tag_ids), Some(vec![tags[0]]));
+    }
+
+    /// Tags named (and slugged) `names`; their ids.
+    async fn insert_tags(conn: &mut DbConn<'_>, names: &[&str]) -> Vec<i64> {
+        let now = Utc::now().naive_utc();
+        let mut ids = Vec::new();
+        for &name in names {
+            let new = NewTagRow {
+                name,
+                name_key: name,
+                slug: name,
+                created_at: now,
+            };
+            ids.push(insert_tag(conn, &new).await.unwrap().id);
+        }
+        ids
     }
 
     fn new_post<'a>(slug: &'a str, status: &'a str) -> NewPostRow<'a> {
@@ -767,17 +773,7 @@ mod tests {
         let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
         let mut pooled = pool.get().await.unwrap();
         let mut conn = pooled.conn();
-        let now = Utc::now().naive_utc();
-        let mut tags = Vec::new();
-        for name in ["alpha", "beta"] {
-            let new = NewTagRow {
-                name,
-                name_key: name,
-                slug: name,
-                created_at: now,
-            };
-            tags.push(insert_tag(&mut conn, &new).await.unwrap().id);
-        }
+        let tags = insert_tags(&mut conn, &["alpha", "beta"]).await;
         for i in 0..5 {
             let slug = format!("post-{i}");
             let post = insert_post(&mut conn, &new_post(&slug, "published"))
