@@ -549,25 +549,29 @@ pub async fn update_tag(
     })
 }
 
-/// Deletes a tag and its links to posts, and takes it out of those posts' `tag_ids`; the number
-/// of tags deleted.
+/// Deletes a tag and its links to posts, and takes it out of those posts' `tag_ids` (one
+/// statement for all of them); the number of tags deleted.
 pub async fn delete_tag(conn: &mut DbConn<'_>, id: i64) -> QueryResult<usize> {
+    use diesel::sql_types::{BigInt, Text};
+    // Each tagged post's other links, joined as `tag_ids` are: the aggregate is named differently.
+    let others = match conn {
+        DbConn::Postgres(_) => "string_agg(l.tag_id::text, ',')",
+        DbConn::Sqlite(_) => "group_concat(l.tag_id, ',')",
+    };
+    let remaining = diesel::dsl::sql::<Text>(&format!(
+        "COALESCE((SELECT {others} FROM blog_post_tags l \
+         WHERE l.post_id = blog_posts.id AND l.tag_id <> "
+    ))
+    .bind::<BigInt, _>(id)
+    .sql("), '')");
     with_conn!(conn, |c| {
-        let tagged: Vec<i64> = posts_tagged(id).load(c).await?;
+        diesel::update(blog_posts::table.filter(blog_posts::id.eq_any(posts_tagged(id))))
+            .set(blog_posts::tag_ids.eq(remaining))
+            .execute(c)
+            .await?;
         diesel::delete(blog_post_tags::table.filter(blog_post_tags::tag_id.eq(id)))
             .execute(c)
             .await?;
-        for post_id in tagged {
-            let left: Vec<i64> = blog_post_tags::table
-                .filter(blog_post_tags::post_id.eq(post_id))
-                .select(blog_post_tags::tag_id)
-                .load(c)
-                .await?;
-            diesel::update(blog_posts::table.find(post_id))
-                .set(blog_posts::tag_ids.eq(tag_ids_text(&left)))
-                .execute(c)
-                .await?;
-        }
         diesel::delete(blog_tags::table.find(id)).execute(c).await
     })
 }
