@@ -122,7 +122,7 @@ impl BuildModule for BlogModule {
             Ok(0) => {}
             Ok(n) => tracing::info!(
                 posts = n,
-                "rendered the Markdown of posts stored before rendering existed"
+                "rendered stored posts that lacked their JSON or HTML"
             ),
             Err(e) => {
                 return Err(ModuleError::new(

@@ -20,6 +20,9 @@ diesel::table! {
         derived_excerpt -> Text,
         /// The ids of the post's tags, comma-separated (see `store::set_post_tags`).
         tag_ids -> Text,
+        /// The post's own fields as the API shows them, NULL when not rendered (see
+        /// `domain::view`).
+        api_json -> Nullable<Text>,
     }
 }
 

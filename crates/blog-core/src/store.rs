@@ -8,6 +8,8 @@ use diesel::{
 use kernel::time::{StoredTime, StoredTimeOpt};
 use kernel::{DbConn, with_conn};
 
+use crate::domain::post::PostStatus;
+use crate::domain::view::{PostFields, shown_excerpt};
 use crate::schema::{blog_post_counts, blog_post_tags, blog_posts, blog_tags};
 
 #[derive(Debug, Clone, Queryable, Selectable)]
@@ -76,6 +78,61 @@ pub struct PostChanges<'a> {
     pub derived_excerpt: Option<&'a str>,
 }
 
+impl<'a> From<&'a PostRow> for PostFields<'a> {
+    fn from(row: &'a PostRow) -> Self {
+        PostFields {
+            title: &row.title,
+            slug: &row.slug,
+            excerpt: shown_excerpt(row.excerpt.as_deref(), &row.derived_excerpt),
+            content: &row.content,
+            content_html: &row.content_html,
+            status: PostStatus::parse(&row.status).unwrap_or(PostStatus::Draft),
+            author_id: row.author_id,
+            author_name: row.author_name.as_deref(),
+            created_at: row.created_at.into(),
+            updated_at: row.updated_at.into(),
+            published_at: row.published_at.map(Into::into),
+            seo_title: row.seo_title.as_deref(),
+            seo_description: row.seo_description.as_deref(),
+            hero_image_url: row.hero_image_url.as_deref(),
+        }
+    }
+}
+
+impl<'a> From<&'a NewPostRow<'a>> for PostFields<'a> {
+    fn from(new: &'a NewPostRow<'a>) -> Self {
+        PostFields {
+            title: new.title,
+            slug: new.slug,
+            excerpt: shown_excerpt(new.excerpt, new.derived_excerpt),
+            content: new.content,
+            content_html: new.content_html,
+            status: PostStatus::parse(new.status).unwrap_or(PostStatus::Draft),
+            author_id: new.author_id,
+            author_name: new.author_name,
+            created_at: new.created_at.into(),
+            updated_at: new.updated_at.into(),
+            published_at: new.published_at.map(Into::into),
+            seo_title: new.seo_title,
+            seo_description: new.seo_description,
+            hero_image_url: new.hero_image_url,
+        }
+    }
+}
+
+/// A post as the public reads write it: its stored JSON (see `domain::view`) and what a read
+/// adds to it.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = blog_posts)]
+pub struct PostJsonRow {
+    pub id: i64,
+    pub status: String,
+    /// Read with [`tag_ids_of`].
+    pub tag_ids: String,
+    /// The post's own fields as JSON; `None` when not rendered.
+    pub api_json: Option<String>,
+}
+
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = blog_tags)]
 pub struct TagRow {
@@ -130,10 +187,12 @@ pub enum PostOrder {
 // ---------------------------------------------------------------------------------------------
 // Posts
 
+/// Inserts a post with its JSON (see `domain::view`).
 pub async fn insert_post(conn: &mut DbConn<'_>, new: &NewPostRow<'_>) -> QueryResult<PostRow> {
+    let json = PostFields::from(new).to_json();
     with_conn!(conn, |c| {
         diesel::insert_into(blog_posts::table)
-            .values(new)
+            .values((new, blog_posts::api_json.eq(&json)))
             .returning(PostRow::as_returning())
             .get_result(c)
             .await
@@ -162,18 +221,35 @@ pub async fn find_post_by_slug(conn: &mut DbConn<'_>, slug: &str) -> QueryResult
     })
 }
 
+/// Changes a post, then writes its JSON again (see `domain::view`); the post as changed.
 pub async fn update_post(
     conn: &mut DbConn<'_>,
     id: i64,
     changes: &PostChanges<'_>,
 ) -> QueryResult<Option<PostRow>> {
-    with_conn!(conn, |c| {
+    let row = with_conn!(&mut *conn, |c| {
         diesel::update(blog_posts::table.find(id))
             .set(changes)
             .returning(PostRow::as_returning())
             .get_result(c)
             .await
             .optional()
+    })?;
+    if let Some(row) = &row {
+        store_json(conn, row).await?;
+    }
+    Ok(row)
+}
+
+/// Writes the JSON of a post from its row (see `domain::view`).
+pub async fn store_json(conn: &mut DbConn<'_>, row: &PostRow) -> QueryResult<()> {
+    let json = PostFields::from(row).to_json();
+    with_conn!(conn, |c| {
+        diesel::update(blog_posts::table.find(row.id))
+            .set(blog_posts::api_json.eq(&json))
+            .execute(c)
+            .await
+            .map(drop)
     })
 }
 
@@ -194,9 +270,6 @@ pub async fn list_posts(
     offset: i64,
     limit: i64,
 ) -> QueryResult<(Vec<PostRow>, i64)> {
-    if let (Some(status), PostOrder::NewestPublished) = (filter.status, filter.order) {
-        return list_by_status(conn, status, filter.tag_id, offset, limit).await;
-    }
     // Built twice (rows and count): boxed queries cannot be cloned.
     macro_rules! filtered {
         () => {{
@@ -231,15 +304,16 @@ pub async fn list_posts(
     })
 }
 
-/// The public list (one status, newest published first, with or without a tag): queries of a
-/// fixed shape, so that both backends prepare them once per connection and reuse them.
-async fn list_by_status(
+/// A page of the public list (one status, newest published first, with or without a tag) as
+/// stored JSON, and the number of posts that match: statements of a fixed shape, so that both
+/// backends prepare them once per connection and reuse them.
+pub async fn public_page(
     conn: &mut DbConn<'_>,
     status: &str,
     tag_id: Option<i64>,
     offset: i64,
     limit: i64,
-) -> QueryResult<(Vec<PostRow>, i64)> {
+) -> QueryResult<(Vec<PostJsonRow>, i64)> {
     with_conn!(conn, |c| {
         let with_status = blog_posts::table.filter(blog_posts::status.eq(status));
         let newest = (blog_posts::published_at.desc(), blog_posts::id.desc());
@@ -251,11 +325,11 @@ async fn list_by_status(
                     .filter(blog_post_counts::status.eq(status))
                     .select(blog_post_counts::posts)
                     .single_value();
-                let rows: Vec<(PostRow, Option<i64>)> = with_status
+                let rows: Vec<(PostJsonRow, Option<i64>)> = with_status
                     .order(newest)
                     .offset(offset)
                     .limit(limit)
-                    .select((PostRow::as_select(), kept))
+                    .select((PostJsonRow::as_select(), kept))
                     .load(c)
                     .await?;
                 let total = match rows.as_slice().first() {
@@ -276,13 +350,43 @@ async fn list_by_status(
                     .order(newest)
                     .offset(offset)
                     .limit(limit)
-                    .select(PostRow::as_select())
+                    .select(PostJsonRow::as_select())
                     .load(c)
                     .await?;
                 let total = tagged.count().get_result(c).await?;
                 Ok((rows, total))
             }
         }
+    })
+}
+
+/// A post by slug as stored JSON.
+pub async fn find_post_json_by_slug(
+    conn: &mut DbConn<'_>,
+    slug: &str,
+) -> QueryResult<Option<PostJsonRow>> {
+    with_conn!(conn, |c| {
+        blog_posts::table
+            .filter(blog_posts::slug.eq(slug))
+            .select(PostJsonRow::as_select())
+            .first(c)
+            .await
+            .optional()
+    })
+}
+
+/// The posts with the given ids, by id (in one query; for the rare rows without stored JSON).
+pub async fn posts_by_ids(conn: &mut DbConn<'_>, ids: &[i64]) -> QueryResult<Vec<PostRow>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    with_conn!(conn, |c| {
+        blog_posts::table
+            .filter(blog_posts::id.eq_any(ids))
+            .order(blog_posts::id)
+            .select(PostRow::as_select())
+            .load(c)
+            .await
     })
 }
 
@@ -328,41 +432,41 @@ pub async fn posts_after(
     })
 }
 
-/// Posts with content but no rendered HTML (written before rendering existed), after `after_id`,
-/// as (id, content), by id.
+/// Posts without stored JSON (written before it existed, or changed by a writer that does not
+/// write it), after `after_id`, by id. Those written before rendering existed also lack their
+/// HTML (empty, while their content is not).
 pub async fn unrendered_posts(
     conn: &mut DbConn<'_>,
     after_id: i64,
     limit: i64,
-) -> QueryResult<Vec<(i64, String)>> {
+) -> QueryResult<Vec<PostRow>> {
     with_conn!(conn, |c| {
         blog_posts::table
             .filter(blog_posts::id.gt(after_id))
-            .filter(blog_posts::content_html.eq(""))
-            .filter(blog_posts::content.ne(""))
+            .filter(blog_posts::api_json.is_null())
             .order(blog_posts::id)
             .limit(limit)
-            .select((blog_posts::id, blog_posts::content))
+            .select(PostRow::as_select())
             .load(c)
             .await
     })
 }
 
-/// Stores a post's rendering without touching anything else (`updated_at` included).
-pub async fn set_rendered(
-    conn: &mut DbConn<'_>,
-    id: i64,
-    html: &str,
-    excerpt: &str,
-) -> QueryResult<usize> {
+/// The post `id` as it is now if it still has no stored JSON, locked for the rest of the
+/// transaction (a write on PostgreSQL, where a concurrent writer may have rendered it meanwhile;
+/// SQLite's write transaction holds the whole file already).
+pub async fn claim_unrendered(conn: &mut DbConn<'_>, id: i64) -> QueryResult<Option<PostRow>> {
     with_conn!(conn, |c| {
-        diesel::update(blog_posts::table.find(id))
-            .set((
-                blog_posts::content_html.eq(html),
-                blog_posts::derived_excerpt.eq(excerpt),
-            ))
-            .execute(c)
-            .await
+        diesel::update(
+            blog_posts::table
+                .find(id)
+                .filter(blog_posts::api_json.is_null()),
+        )
+        .set(blog_posts::api_json.eq(None::<String>))
+        .returning(PostRow::as_returning())
+        .get_result(c)
+        .await
+        .optional()
     })
 }
 
@@ -595,6 +699,7 @@ mod tests {
         hot_reads_are_prepared_once_and_reused,
         the_kept_counts_follow_every_write,
         tag_ids_follow_the_links,
+        the_stored_json_follows_every_write,
     }
 
     #[test]
@@ -660,6 +765,59 @@ mod tests {
         assert_eq!(tag_ids_of(&row.tag_ids), Some(vec![tags[0]]));
     }
 
+    /// The stored JSON of a post is its row's own, after an insert, an update and a change of
+    /// tags; a write that changes a shown field without writing the JSON (a hand edit) leaves it
+    /// NULL, never stale; claiming and storing it again restores it.
+    async fn the_stored_json_follows_every_write(db: TestDb) {
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let mut pooled = pool.get().await.unwrap();
+        let mut conn = pooled.conn();
+        let stored = async |conn: &mut DbConn<'_>, id: i64| -> Option<String> {
+            with_conn!(&mut *conn, |c| {
+                blog_posts::table
+                    .find(id)
+                    .select(blog_posts::api_json)
+                    .first(c)
+                    .await
+            })
+            .unwrap()
+        };
+        let expected = async |conn: &mut DbConn<'_>, id: i64| -> String {
+            PostFields::from(&find_post(conn, id).await.unwrap().unwrap()).to_json()
+        };
+        let id = insert_post(&mut conn, &new_post("one", "draft"))
+            .await
+            .unwrap()
+            .id;
+        assert_eq!(stored(&mut conn, id).await, Some(expected(&mut conn, id).await));
+        let changes = PostChanges {
+            title: Some("renamed"),
+            status: Some("published"),
+            excerpt: Some(Some("said")),
+            ..Default::default()
+        };
+        update_post(&mut conn, id, &changes).await.unwrap();
+        let json = stored(&mut conn, id).await.unwrap();
+        assert_eq!(json, expected(&mut conn, id).await);
+        assert!(json.contains(r#""title":"renamed""#) && json.contains(r#""excerpt":"said""#));
+        let tags = insert_tags(&mut conn, &["alpha"]).await;
+        set_post_tags(&mut conn, id, &tags).await.unwrap();
+        assert_eq!(stored(&mut conn, id).await, Some(json));
+        let edited: usize = with_conn!(&mut conn, |c| {
+            diesel::sql_query("UPDATE blog_posts SET title = 'by hand'")
+                .execute(c)
+                .await
+        })
+        .unwrap();
+        assert_eq!(edited, 1);
+        assert_eq!(stored(&mut conn, id).await, None);
+        let claimed = claim_unrendered(&mut conn, id).await.unwrap().unwrap();
+        assert_eq!(claimed.title, "by hand");
+        store_json(&mut conn, &claimed).await.unwrap();
+        assert_eq!(stored(&mut conn, id).await, Some(expected(&mut conn, id).await));
+        assert!(claim_unrendered(&mut conn, id).await.unwrap().is_none());
+    }
+
     /// Tags named (and slugged) `names`; their ids.
     async fn insert_tags(conn: &mut DbConn<'_>, names: &[&str]) -> Vec<i64> {
         let now = Utc::now().naive_utc();
@@ -719,12 +877,7 @@ mod tests {
         }
         let check = async |conn: &mut DbConn<'_>, published: i64| {
             for status in ["draft", "published", "archived"] {
-                let filter = PostFilter {
-                    status: Some(status),
-                    tag_id: None,
-                    order: PostOrder::NewestPublished,
-                };
-                let (_, kept) = list_posts(conn, filter, 0, 1).await.unwrap();
+                let (_, kept) = public_page(conn, status, None, 0, 1).await.unwrap();
                 let counted = with_conn!(&mut *conn, |c| {
                     blog_posts::table
                         .filter(blog_posts::status.eq(status))
@@ -735,16 +888,12 @@ mod tests {
                 .unwrap();
                 assert_eq!(kept, counted, "{status}");
                 // A page past the end reads the kept count alone.
-                let (rows, past_end) = list_posts(conn, filter, 1_000, 1).await.unwrap();
+                let (rows, past_end) = public_page(conn, status, None, 1_000, 1).await.unwrap();
                 assert!(rows.is_empty());
                 assert_eq!(past_end, counted, "{status} past the end");
             }
-            let filter = PostFilter {
-                status: Some("published"),
-                tag_id: None,
-                order: PostOrder::NewestPublished,
-            };
-            assert_eq!(list_posts(conn, filter, 0, 1).await.unwrap().1, published);
+            let (_, total) = public_page(conn, "published", None, 0, 1).await.unwrap();
+            assert_eq!(total, published);
         };
         check(&mut conn, 3).await;
         let to_draft = PostChanges {
@@ -790,12 +939,9 @@ mod tests {
         let log = StatementLog::default();
         log.attach(&mut conn);
         for (page, tag) in [(0, None), (2, None), (0, Some(tags[0])), (1, Some(tags[1]))] {
-            let filter = PostFilter {
-                status: Some("published"),
-                tag_id: tag,
-                order: PostOrder::NewestPublished,
-            };
-            let (rows, total) = list_posts(&mut conn, filter, page, 2 + page).await.unwrap();
+            let (rows, total) = public_page(&mut conn, "published", tag, page, 2 + page)
+                .await
+                .unwrap();
             assert!(total > 0 && !rows.is_empty());
             let mut ids: Vec<i64> = rows
                 .iter()
@@ -806,7 +952,7 @@ mod tests {
             assert!(!tags_by_ids(&mut conn, &ids).await.unwrap().is_empty());
         }
         for slug in ["post-1", "post-3", "none"] {
-            find_post_by_slug(&mut conn, slug).await.unwrap();
+            find_post_json_by_slug(&mut conn, slug).await.unwrap();
         }
         // Two pages with their total and tags, two tagged pages with a count, three slugs.
         assert_eq!(log.statements_run(), 2 * 2 + 2 * 3 + 3);

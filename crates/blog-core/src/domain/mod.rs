@@ -1,5 +1,5 @@
 //! Types and rules with no I/O: slugs, the post lifecycle and field limits, front matter, upload
-//! parsing and the export formats.
+//! parsing, the export formats, and the JSON a post is shown as.
 
 pub mod export;
 pub mod frontmatter;
@@ -7,6 +7,7 @@ pub mod markdown;
 pub mod post;
 pub mod slug;
 pub mod upload;
+pub mod view;
 
 #[cfg(test)]
 mod proptests;

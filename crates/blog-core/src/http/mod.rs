@@ -31,8 +31,24 @@ pub struct BlogState {
 }
 
 /// The public answer for `key`: from the cache when fresh, else `produce`d (by one request when
-/// several miss at once) and kept. `produce` runs as a unit of work (`run_detached`), and its
-/// value is written as JSON there too, off the HTTP worker.
+/// several miss at once) and kept. `produce` runs as a unit of work (`run_detached`) and yields
+/// the JSON body.
+pub(crate) async fn cached_body<F>(
+    state: &BlogState,
+    key: String,
+    produce: F,
+) -> Result<actix_web::HttpResponse, ApiError>
+where
+    F: Future<Output = Result<web::Bytes, ApiError>> + Send + 'static,
+{
+    let body = state
+        .public
+        .get_or_load(key, || kernel::db::run_detached(produce))
+        .await?;
+    Ok(json_response(body))
+}
+
+/// [`cached_body`] for a value written as JSON inside the unit of work, off the HTTP worker.
 pub(crate) async fn cached_json<T, F>(
     state: &BlogState,
     key: String,
@@ -42,16 +58,11 @@ where
     T: serde::Serialize,
     F: Future<Output = Result<T, ApiError>> + Send + 'static,
 {
-    let body = state
-        .public
-        .get_or_load(key, || {
-            kernel::db::run_detached(async move {
-                let value = produce.await?;
-                kernel::http::to_json_bytes(&value)
-            })
-        })
-        .await?;
-    Ok(json_response(body))
+    cached_body(state, key, async move {
+        let value = produce.await?;
+        kernel::http::to_json_bytes(&value)
+    })
+    .await
 }
 
 fn json_response(body: web::Bytes) -> actix_web::HttpResponse {

@@ -9,7 +9,7 @@ use super::dto::{
     AdminPostListQuery, BlogPostCreate, BlogPostListResponse, BlogPostResponse, BlogPostUpdate,
     PostListQuery,
 };
-use super::{BlogState, Editor, cached_json};
+use super::{BlogState, Editor, cached_body};
 use crate::domain::post::PostStatus;
 use crate::error::BlogError;
 use crate::service::PostPage;
@@ -70,9 +70,8 @@ pub async fn list_posts(
         tag.as_deref().unwrap_or("")
     );
     let service = state.service.clone();
-    cached_json(&state, key, async move {
-        let posts = service.list_published(page, tag.as_deref()).await?;
-        Ok(list_response(posts, page.page, page.page_size))
+    cached_body(&state, key, async move {
+        Ok(service.list_published_json(page, tag.as_deref()).await?)
     })
     .await
 }
@@ -93,9 +92,8 @@ pub async fn get_post(
     let slug = slug.into_inner();
     let key = format!("post:{slug}");
     let service = state.service.clone();
-    cached_json(&state, key, async move {
-        let post = service.get_published(&slug).await?;
-        Ok(BlogPostResponse::from(post))
+    cached_body(&state, key, async move {
+        Ok(service.get_published_json(&slug).await?)
     })
     .await
 }

@@ -16,6 +16,7 @@ use std::io::{BufWriter, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 
+use actix_web::web::Bytes;
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use kernel::pagination::Page;
@@ -30,9 +31,11 @@ use crate::domain::markdown::{self, Rendered};
 use crate::domain::post::{self, Checker, PostStatus, tag_name_key};
 use crate::domain::slug::{POST_SLUG_MAX, TAG_SLUG_MAX, slugify};
 use crate::domain::upload::{ParsedItem, UploadError, ZipLimits, parse_upload};
+use crate::domain::view;
 use crate::error::BlogError;
 use crate::store::{
-    self, NewPostRow, NewTagRow, PostChanges, PostFilter, PostOrder, PostRow, TagChanges, TagRow,
+    self, NewPostRow, NewTagRow, PostChanges, PostFilter, PostJsonRow, PostOrder, PostRow,
+    TagChanges, TagRow,
 };
 
 /// Who writes: the caller when auth is mounted, else nobody in particular.
@@ -189,6 +192,13 @@ pub trait BlogService: Send + Sync {
     ) -> Result<PostPage, BlogError>;
     /// A published post by slug; `PostNotFound` for other statuses.
     async fn get_published(&self, slug: &str) -> Result<Post, BlogError>;
+    /// [`list_published`](BlogService::list_published) as the HTTP answer's body
+    /// (`BlogPostListResponse` as JSON), written from each post's JSON stored with it.
+    async fn list_published_json(&self, page: Page, tag: Option<&str>)
+    -> Result<Bytes, BlogError>;
+    /// [`get_published`](BlogService::get_published) as the HTTP answer's body
+    /// (`BlogPostResponse` as JSON), written from the JSON stored with the post.
+    async fn get_published_json(&self, slug: &str) -> Result<Bytes, BlogError>;
     async fn get_post(&self, id: i64) -> Result<Post, BlogError>;
     async fn create_post(&self, author: &Author, input: NewPost) -> Result<Post, BlogError>;
     async fn update_post(&self, id: i64, patch: PostPatch) -> Result<Post, BlogError>;
@@ -250,42 +260,66 @@ impl BlogServiceImpl {
 
     /// The posts of `rows` with their tags (named by each row's `tag_ids`), loaded in one query.
     async fn with_tags(conn: &mut DbConn<'_>, rows: Vec<PostRow>) -> Result<Vec<Post>, BlogError> {
-        let lists = rows
-            .iter()
-            .map(|row| {
-                store::tag_ids_of(&row.tag_ids).ok_or_else(|| {
-                    BlogError::Internal(format!("post {} has unreadable tag ids", row.id))
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut wanted: Vec<i64> = lists.iter().flatten().copied().collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        // Each tag read and put in display order once; a post's tags are then picked by rank.
-        let mut read = store::tags_by_ids(conn, &wanted).await?;
-        read.sort_by(tag_order);
-        let mut rank_by_id: Vec<(i64, usize)> = read
-            .iter()
-            .enumerate()
-            .map(|(rank, tag)| (tag.id, rank))
-            .collect();
-        rank_by_id.sort_unstable();
-        let tags: Vec<Tag> = read.into_iter().map(Tag::from).collect();
+        let lists = tag_id_lists(rows.iter().map(|row| (row.id, row.tag_ids.as_str())))?;
+        let tags = PageTags::load(conn, &lists).await?;
+        let ranks: Vec<Vec<usize>> = lists.iter().map(|ids| tags.ranks(ids)).collect();
+        let tags: Vec<Tag> = tags.in_order.into_iter().map(Tag::from).collect();
         Ok(rows
             .into_iter()
-            .zip(lists)
-            .map(|(row, ids)| {
-                // A tag deleted since the row was read (PostgreSQL reads no snapshot) is left out.
-                let mut ranks: Vec<usize> = ids
-                    .iter()
-                    .filter_map(|id| rank_by_id.binary_search_by_key(id, |&(id, _)| id).ok())
-                    .map(|at| rank_by_id[at].1)
-                    .collect();
-                ranks.sort_unstable();
+            .zip(ranks)
+            .map(|(row, ranks)| {
                 let tags = ranks.into_iter().map(|rank| tags[rank].clone()).collect();
                 assemble(row, tags)
             })
             .collect())
+    }
+
+    /// Writes `rows` (stored JSON, see `domain::view`) as post responses with their tags, each
+    /// after the previous one (comma-separated). A row without usable stored JSON is written from
+    /// its columns, all such rows read in one query.
+    async fn write_posts_json(
+        conn: &mut DbConn<'_>,
+        mut rows: Vec<PostJsonRow>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), BlogError> {
+        let missing: Vec<i64> = rows
+            .iter()
+            .filter(|r| !r.api_json.as_deref().is_some_and(view::is_spliceable))
+            .map(|r| r.id)
+            .collect();
+        if !missing.is_empty() {
+            let full = store::posts_by_ids(conn, &missing).await?;
+            for row in &mut rows {
+                if let Ok(at) = full.binary_search_by_key(&row.id, |f| f.id) {
+                    row.api_json = Some(view::PostFields::from(&full[at]).to_json());
+                }
+            }
+        }
+        let lists = tag_id_lists(rows.iter().map(|row| (row.id, row.tag_ids.as_str())))?;
+        let tags = PageTags::load(conn, &lists).await?;
+        let tag_json: Vec<Vec<u8>> = tags
+            .in_order
+            .iter()
+            .map(|t| view::tag_json(t.id, &t.name, &t.slug, t.created_at))
+            .collect();
+        let mut first = true;
+        for (row, ids) in rows.iter().zip(&lists) {
+            let Some(fields) = row.api_json.as_deref().filter(|j| view::is_spliceable(j)) else {
+                // Deleted between the two statements (PostgreSQL reads no snapshot).
+                continue;
+            };
+            if !std::mem::take(&mut first) {
+                out.push(b',');
+            }
+            let ranks = tags.ranks(ids);
+            view::write_post(
+                out,
+                row.id,
+                fields,
+                ranks.iter().map(|&rank| tag_json[rank].as_slice()),
+            );
+        }
+        Ok(())
     }
 
     async fn load_post(conn: &mut DbConn<'_>, row: PostRow) -> Result<Post, BlogError> {
@@ -298,19 +332,11 @@ impl BlogServiceImpl {
     /// One page of posts with their tags and the total, read from one snapshot.
     async fn list(&self, page: Page, filter: ListFilter<'_>) -> Result<PostPage, BlogError> {
         kernel::read_snapshot!(&self.pool, BlogError, |conn| {
-            let tag_id = match filter.tag {
-                Some(raw) => {
-                    match store::find_tag_by_slug(conn, &slugify(raw, TAG_SLUG_MAX)).await? {
-                        Some(tag) => Some(tag.id),
-                        None => {
-                            return Ok(PostPage {
-                                posts: Vec::new(),
-                                total: 0,
-                            });
-                        }
-                    }
-                }
-                None => None,
+            let Some(tag_id) = tag_filter(conn, filter.tag).await? else {
+                return Ok(PostPage {
+                    posts: Vec::new(),
+                    total: 0,
+                });
             };
             let store_filter = PostFilter {
                 status: filter.status.map(PostStatus::as_str),
@@ -325,6 +351,73 @@ impl BlogServiceImpl {
     }
 }
 
+/// What a list's `tag` (a slug, as sent) asks for: `Some(None)` for no filter, `Some(Some(id))`
+/// for a tag, `None` for a tag that does not exist (an empty list).
+async fn tag_filter(
+    conn: &mut DbConn<'_>,
+    tag: Option<&str>,
+) -> Result<Option<Option<i64>>, BlogError> {
+    match tag {
+        None => Ok(Some(None)),
+        Some(raw) => Ok(store::find_tag_by_slug(conn, &slugify(raw, TAG_SLUG_MAX))
+            .await?
+            .map(|tag| Some(tag.id))),
+    }
+}
+
+/// The tag ids of each row's `tag_ids` (rows given as id and text).
+fn tag_id_lists<'a>(
+    rows: impl Iterator<Item = (i64, &'a str)>,
+) -> Result<Vec<Vec<i64>>, BlogError> {
+    rows.map(|(id, text)| {
+        store::tag_ids_of(text)
+            .ok_or_else(|| BlogError::Internal(format!("post {id} has unreadable tag ids")))
+    })
+    .collect()
+}
+
+/// The tags of a page of posts, each read once (in one query) and put in display order once;
+/// a post then picks its tags by rank.
+struct PageTags {
+    /// Display order: by name, as `tag_order` says.
+    in_order: Vec<TagRow>,
+    /// (tag id, rank in `in_order`), by id.
+    rank_by_id: Vec<(i64, usize)>,
+}
+
+impl PageTags {
+    /// The tags named by any of `lists`.
+    async fn load(conn: &mut DbConn<'_>, lists: &[Vec<i64>]) -> Result<PageTags, BlogError> {
+        let mut wanted: Vec<i64> = lists.iter().flatten().copied().collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut in_order = store::tags_by_ids(conn, &wanted).await?;
+        in_order.sort_by(tag_order);
+        let mut rank_by_id: Vec<(i64, usize)> = in_order
+            .iter()
+            .enumerate()
+            .map(|(rank, tag)| (tag.id, rank))
+            .collect();
+        rank_by_id.sort_unstable();
+        Ok(PageTags {
+            in_order,
+            rank_by_id,
+        })
+    }
+
+    /// The ranks of the tags `ids`, in display order. A tag deleted since the row was read
+    /// (PostgreSQL reads no snapshot) is left out.
+    fn ranks(&self, ids: &[i64]) -> Vec<usize> {
+        let mut ranks: Vec<usize> = ids
+            .iter()
+            .filter_map(|id| self.rank_by_id.binary_search_by_key(id, |&(id, _)| id).ok())
+            .map(|at| self.rank_by_id[at].1)
+            .collect();
+        ranks.sort_unstable();
+        ranks
+    }
+}
+
 struct ListFilter<'a> {
     status: Option<PostStatus>,
     tag: Option<&'a str>,
@@ -332,7 +425,7 @@ struct ListFilter<'a> {
 }
 
 /// A post of `row` with `tags` (already in display order).
-fn assemble(row: PostRow, tags: Vec<Tag>) -> Post {
+pub(crate) fn assemble(row: PostRow, tags: Vec<Tag>) -> Post {
     Post {
         id: row.id,
         title: row.title,
@@ -450,6 +543,18 @@ impl BlogService for BlogServiceImpl {
         BlogServiceImpl::get_published(self, slug).await
     }
 
+    async fn list_published_json(
+        &self,
+        page: Page,
+        tag: Option<&str>,
+    ) -> Result<Bytes, BlogError> {
+        BlogServiceImpl::list_published_json(self, page, tag).await
+    }
+
+    async fn get_published_json(&self, slug: &str) -> Result<Bytes, BlogError> {
+        BlogServiceImpl::get_published_json(self, slug).await
+    }
+
     async fn get_post(&self, id: i64) -> Result<Post, BlogError> {
         BlogServiceImpl::get_post(self, id).await
     }
@@ -531,5 +636,88 @@ impl BlogService for BlogServiceImpl {
     ) -> Result<ImportResult, BlogError> {
         let result = BlogServiceImpl::import_path(self, path, options).await;
         self.changed(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::DateTime;
+    use proptest::prelude::*;
+    use proptest::test_runner::Config;
+
+    use super::*;
+    use crate::http::dto::BlogPostResponse;
+
+    fn time(seconds: i64, micros: u32) -> NaiveDateTime {
+        DateTime::from_timestamp(seconds, micros * 1000)
+            .map(|t| t.naive_utc())
+            .unwrap_or_default()
+    }
+
+    prop_compose! {
+        fn any_row()(
+            id in any::<i64>(),
+            texts in proptest::collection::vec(any::<String>(), 5),
+            optional in proptest::collection::vec(proptest::option::of(any::<String>()), 5),
+            status in proptest::sample::select(vec!["draft", "published", "archived"]),
+            author_id in proptest::option::of(any::<i64>()),
+            times in proptest::collection::vec((0..4_102_444_800_i64, 0..1_000_000_u32), 3),
+            published in any::<bool>(),
+            derived_empty in any::<bool>(),
+        ) -> PostRow {
+            PostRow {
+                id,
+                title: texts[0].clone(),
+                slug: texts[1].clone(),
+                excerpt: optional[0].clone(),
+                content: texts[2].clone(),
+                status: status.to_owned(),
+                author_id,
+                author_name: optional[1].clone(),
+                seo_title: optional[2].clone(),
+                seo_description: optional[3].clone(),
+                hero_image_url: optional[4].clone(),
+                created_at: time(times[0].0, times[0].1),
+                updated_at: time(times[1].0, times[1].1),
+                published_at: published.then(|| time(times[2].0, times[2].1)),
+                content_html: texts[3].clone(),
+                derived_excerpt: if derived_empty { String::new() } else { texts[4].clone() },
+                tag_ids: String::new(),
+            }
+        }
+    }
+
+    prop_compose! {
+        fn any_tags()(tags in proptest::collection::vec(
+            (any::<i64>(), any::<String>(), any::<String>(), 0..4_102_444_800_i64), 0..4,
+        )) -> Vec<Tag> {
+            tags.into_iter()
+                .map(|(id, name, slug, at)| Tag { id, name, slug, created_at: time(at, 0) })
+                .collect()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(Config { failure_persistence: None, ..Config::with_cases(256) })]
+
+        /// A post written from its stored JSON is, byte for byte, the post response the typed
+        /// path writes, whatever its text holds (escapes, control characters, any Unicode).
+        #[test]
+        fn stored_json_writes_the_typed_response(row in any_row(), tags in any_tags()) {
+            let stored = view::PostFields::from(&row).to_json();
+            prop_assert!(view::is_spliceable(&stored));
+            let tag_json: Vec<Vec<u8>> = tags
+                .iter()
+                .map(|t| view::tag_json(t.id, &t.name, &t.slug, t.created_at))
+                .collect();
+            let mut spliced = Vec::new();
+            view::write_post(&mut spliced, row.id, &stored, tag_json.iter().map(Vec::as_slice));
+            let typed = BlogPostResponse::from(assemble(row, tags));
+            let by_serde = serde_json::to_vec(&typed).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let by_sonic = kernel::http::to_json_bytes(&typed)
+                .map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+            prop_assert_eq!(String::from_utf8_lossy(&spliced), String::from_utf8_lossy(&by_serde));
+            prop_assert_eq!(&spliced[..], &by_sonic[..]);
+        }
     }
 }

@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// Room for the JSON of `rows`: their stored text, and their ids and tags.
+fn json_capacity(rows: &[PostJsonRow]) -> usize {
+    const PER_POST: usize = 512;
+    let stored: usize = rows.iter().map(|r| r.api_json.as_ref().map_or(0, String::len)).sum();
+    stored + rows.len() * PER_POST + 128
+}
+
 impl BlogServiceImpl {
     pub(super) async fn list_published(
         &self,
@@ -37,6 +44,52 @@ impl BlogServiceImpl {
                 .filter(|r| r.status == PostStatus::Published.as_str())
                 .ok_or(BlogError::PostNotFound)?;
             Self::load_post(conn, row).await
+        })
+    }
+
+    /// The public list's answer (`BlogPostListResponse` as JSON), written from the posts' stored
+    /// JSON, from one snapshot.
+    pub(super) async fn list_published_json(
+        &self,
+        page: Page,
+        tag: Option<&str>,
+    ) -> Result<Bytes, BlogError> {
+        kernel::read_snapshot!(&self.pool, BlogError, |conn| {
+            let (rows, total) = match tag_filter(conn, tag).await? {
+                Some(tag_id) => {
+                    store::public_page(
+                        conn,
+                        PostStatus::Published.as_str(),
+                        tag_id,
+                        page.offset(),
+                        page.limit(),
+                    )
+                    .await?
+                }
+                None => (Vec::new(), 0),
+            };
+            let mut out = Vec::with_capacity(json_capacity(&rows));
+            view::start_list(&mut out);
+            Self::write_posts_json(conn, rows, &mut out).await?;
+            view::end_list(&mut out, total, page.page, page.page_size);
+            Ok(Bytes::from(out))
+        })
+    }
+
+    /// A published post's answer (`BlogPostResponse` as JSON), written from its stored JSON.
+    pub(super) async fn get_published_json(&self, slug: &str) -> Result<Bytes, BlogError> {
+        kernel::read_snapshot!(&self.pool, BlogError, |conn| {
+            let row = store::find_post_json_by_slug(conn, &slugify(slug, POST_SLUG_MAX))
+                .await?
+                .filter(|r| r.status == PostStatus::Published.as_str())
+                .ok_or(BlogError::PostNotFound)?;
+            let mut out = Vec::with_capacity(json_capacity(std::slice::from_ref(&row)));
+            Self::write_posts_json(conn, vec![row], &mut out).await?;
+            if out.is_empty() {
+                // Its stored JSON was unusable and the row went before it could be read again.
+                return Err(BlogError::PostNotFound);
+            }
+            Ok(Bytes::from(out))
         })
     }
 
@@ -226,8 +279,9 @@ impl BlogServiceImpl {
         }
     }
 
-    /// Renders the posts stored before rendering existed (their HTML is empty), in batches;
-    /// returns how many it rendered. Runs when the module starts.
+    /// Renders what stored posts lack, in batches: the JSON of posts stored before it existed or
+    /// changed by a writer that does not write it, and the HTML of posts stored before rendering
+    /// existed (empty); returns how many posts it rendered. Runs when the module starts.
     pub(crate) async fn render_missing(&self) -> Result<usize, BlogError> {
         const BATCH: i64 = 100;
         let mut after_id = 0;
@@ -237,26 +291,46 @@ impl BlogServiceImpl {
                 let mut pooled = self.pool.get().await?;
                 store::unrendered_posts(&mut pooled.conn(), after_id, BATCH).await?
             };
-            let Some((last_id, _)) = batch.last() else {
+            let Some(last) = batch.last() else {
                 return Ok(rendered);
             };
-            after_id = *last_id;
+            after_id = last.id;
             let count = batch.len();
-            let done = tokio::task::spawn_blocking(move || {
+            // The Markdown off the executor, before the write transaction.
+            let html = tokio::task::spawn_blocking(move || {
                 batch
                     .into_iter()
-                    .map(|(id, content)| (id, markdown::render(&content)))
+                    .map(|row| {
+                        let html = (row.content_html.is_empty() && !row.content.is_empty())
+                            .then(|| markdown::render(&row.content));
+                        (row.id, row.content, html)
+                    })
                     .collect::<Vec<_>>()
             })
             .await
             .map_err(join_error)?;
-            write_tx!(&self.pool, BlogError, |tx| {
-                for (id, r) in &done {
-                    store::set_rendered(tx, *id, &r.html, &r.excerpt).await?;
+            rendered += write_tx!(&self.pool, BlogError, |tx| {
+                let mut done = 0;
+                for (id, content, html) in &html {
+                    // As it is now: another instance may have written it since it was read.
+                    let Some(row) = store::claim_unrendered(tx, *id).await? else {
+                        continue;
+                    };
+                    match html {
+                        Some(r) if row.content_html.is_empty() && row.content == *content => {
+                            let changes = PostChanges {
+                                content_html: Some(&r.html),
+                                derived_excerpt: Some(&r.excerpt),
+                                ..PostChanges::default()
+                            };
+                            store::update_post(tx, *id, &changes).await?;
+                        }
+                        _ => store::store_json(tx, &row).await?,
+                    }
+                    done += 1;
                 }
-                Ok(())
+                Ok(done)
             })?;
-            rendered += count;
             if (count as i64) < BATCH {
                 return Ok(rendered);
             }

@@ -1,0 +1,3 @@
+DROP TRIGGER blog_posts_api_json_stale ON blog_posts;
+DROP FUNCTION blog_posts_api_json_stale();
+ALTER TABLE blog_posts DROP COLUMN api_json;
