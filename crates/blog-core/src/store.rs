@@ -789,7 +789,10 @@ mod tests {
             .await
             .unwrap()
             .id;
-        assert_eq!(stored(&mut conn, id).await, Some(expected(&mut conn, id).await));
+        assert_eq!(
+            stored(&mut conn, id).await,
+            Some(expected(&mut conn, id).await)
+        );
         let changes = PostChanges {
             title: Some("renamed"),
             status: Some("published"),
@@ -814,7 +817,10 @@ mod tests {
         let claimed = claim_unrendered(&mut conn, id).await.unwrap().unwrap();
         assert_eq!(claimed.title, "by hand");
         store_json(&mut conn, &claimed).await.unwrap();
-        assert_eq!(stored(&mut conn, id).await, Some(expected(&mut conn, id).await));
+        assert_eq!(
+            stored(&mut conn, id).await,
+            Some(expected(&mut conn, id).await)
+        );
         assert!(claim_unrendered(&mut conn, id).await.unwrap().is_none());
     }
 

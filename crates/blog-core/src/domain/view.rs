@@ -134,7 +134,12 @@ mod tests {
     fn a_post_and_a_list_are_written_around_the_stored_members() {
         let mut out = Vec::new();
         start_list(&mut out);
-        write_post(&mut out, 7, r#"{"title":"T"}"#, [&b"{\"id\":1}"[..], b"{\"id\":2}"]);
+        write_post(
+            &mut out,
+            7,
+            r#"{"title":"T"}"#,
+            [&b"{\"id\":1}"[..], b"{\"id\":2}"],
+        );
         out.push(b',');
         write_post(&mut out, -1, r#"{"a":null,"b":[]}"#, []);
         end_list(&mut out, 12, 3, 2);

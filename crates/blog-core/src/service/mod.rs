@@ -194,8 +194,7 @@ pub trait BlogService: Send + Sync {
     async fn get_published(&self, slug: &str) -> Result<Post, BlogError>;
     /// [`list_published`](BlogService::list_published) as the HTTP answer's body
     /// (`BlogPostListResponse` as JSON), written from each post's JSON stored with it.
-    async fn list_published_json(&self, page: Page, tag: Option<&str>)
-    -> Result<Bytes, BlogError>;
+    async fn list_published_json(&self, page: Page, tag: Option<&str>) -> Result<Bytes, BlogError>;
     /// [`get_published`](BlogService::get_published) as the HTTP answer's body
     /// (`BlogPostResponse` as JSON), written from the JSON stored with the post.
     async fn get_published_json(&self, slug: &str) -> Result<Bytes, BlogError>;
@@ -543,11 +542,7 @@ impl BlogService for BlogServiceImpl {
         BlogServiceImpl::get_published(self, slug).await
     }
 
-    async fn list_published_json(
-        &self,
-        page: Page,
-        tag: Option<&str>,
-    ) -> Result<Bytes, BlogError> {
+    async fn list_published_json(&self, page: Page, tag: Option<&str>) -> Result<Bytes, BlogError> {
         BlogServiceImpl::list_published_json(self, page, tag).await
     }
 

@@ -5,7 +5,10 @@ use super::*;
 /// Room for the JSON of `rows`: their stored text, and their ids and tags.
 fn json_capacity(rows: &[PostJsonRow]) -> usize {
     const PER_POST: usize = 512;
-    let stored: usize = rows.iter().map(|r| r.api_json.as_ref().map_or(0, String::len)).sum();
+    let stored: usize = rows
+        .iter()
+        .map(|r| r.api_json.as_ref().map_or(0, String::len))
+        .sum();
     stored + rows.len() * PER_POST + 128
 }
 
