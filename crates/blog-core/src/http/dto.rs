@@ -5,6 +5,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::post::PostStatus;
+use crate::domain::view::shown_excerpt;
 use crate::service::{NewPost, NewTag, Post, PostPatch, Tag, TagPatch};
 
 /// A tag.
@@ -62,9 +63,7 @@ impl From<Post> for BlogPostResponse {
             id: p.id,
             title: p.title,
             slug: p.slug,
-            excerpt: p
-                .excerpt
-                .or_else(|| Some(p.derived_excerpt).filter(|e| !e.is_empty())),
+            excerpt: shown_excerpt(p.excerpt.as_deref(), &p.derived_excerpt).map(str::to_owned),
             content: p.content,
             content_html: p.content_html,
             status: p.status,
