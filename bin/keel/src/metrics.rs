@@ -200,8 +200,8 @@ mod tests {
 
     #[test]
     fn interned_values_are_made_once() {
-        let first = intern("/api/v1/blog/posts/{slug}");
-        let again = intern(&String::from("/api/v1/blog/posts/{slug}"));
+        let first = intern("/api/v1/blog/posts/{post}");
+        let again = intern(&String::from("/api/v1/blog/posts/{post}"));
         assert!(std::ptr::eq(first, again));
         assert_eq!(intern("404"), "404");
     }

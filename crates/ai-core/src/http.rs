@@ -474,7 +474,7 @@ pub async fn conversation(
     Ok(web::Json(conversation.into()))
 }
 
-#[utoipa::path(tag = "ai", responses((status = 200, body = HealthResponse)))]
+#[utoipa::path(tag = "ai", operation_id = "ai_health", responses((status = 200, body = HealthResponse)))]
 #[get("/health")]
 pub async fn health(state: web::Data<AiState>) -> Result<web::Json<HealthResponse>, ApiError> {
     let service = state.service.clone();
@@ -498,7 +498,7 @@ pub async fn health(state: web::Data<AiState>) -> Result<web::Json<HealthRespons
     }))
 }
 
-#[utoipa::path(tag = "ai", responses((status = 200, body = VersionResponse)))]
+#[utoipa::path(tag = "ai", operation_id = "ai_version", responses((status = 200, body = VersionResponse)))]
 #[get("/version")]
 pub async fn version() -> web::Json<VersionResponse> {
     web::Json(VersionResponse {

@@ -4,6 +4,7 @@ use kernel::Timestamp;
 use std::sync::Arc;
 
 use actix_web::http::StatusCode;
+use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, get, patch, post, web};
 use kernel::db::run_detached;
 use kernel::identity::{AuthFailure, MinRole, bearer_token, roles};
@@ -12,7 +13,8 @@ use kernel::{ApiError, FieldError, Role};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::service::{AuthService, Registration, User, UserPatch};
+use crate::oauth;
+use crate::service::{AccessToken, AuthService, Registration, User, UserPatch};
 
 /// What the handlers share.
 pub struct AuthState {
@@ -92,7 +94,9 @@ pub struct UserCreate {
     pub is_active: Option<bool>,
 }
 
-/// The OAuth 2.0 password-flow form: `username` holds the e-mail address.
+/// The OAuth 2.0 password-grant form (RFC 6749 §4.3.2): `username` holds the e-mail address.
+/// `grant_type`, when sent, must be `password`; any other field (`scope`, `client_id`,
+/// `client_secret`) is accepted and ignored: the endpoint serves users, not registered clients.
 #[derive(Debug, Deserialize, ToSchema)]
 #[schema(as = auth::LoginForm)]
 pub struct LoginForm {
@@ -100,14 +104,34 @@ pub struct LoginForm {
     pub username: Option<String>,
     #[schema(required = true)]
     pub password: Option<String>,
+    /// `password` (the only grant served); may be left out.
+    #[schema(pattern = "^password$")]
+    pub grant_type: Option<String>,
 }
 
+/// An access token (RFC 6749 §5.1).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[schema(as = auth::TokenResponse)]
 pub struct TokenResponse {
     pub access_token: String,
     /// Always `bearer`.
     pub token_type: String,
+    /// Seconds until the token expires.
+    pub expires_in: i64,
+}
+
+/// An error of the token endpoint: the spec's `detail`, and RFC 6749 §5.2's `error` and
+/// `error_description` for OAuth 2.0 clients.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = auth::TokenError)]
+pub struct TokenError {
+    /// The spec's text (`Incorrect email or password`, `Inactive user`), or the failing fields.
+    #[schema(value_type = kernel::openapi::ErrorDetail)]
+    pub detail: serde_json::Value,
+    /// `invalid_request`, `invalid_grant`, `unsupported_grant_type`, `temporarily_unavailable`
+    /// or `server_error`.
+    pub error: String,
+    pub error_description: String,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -161,19 +185,49 @@ pub async fn register(
     tag = "auth",
     request_body(content = LoginForm, content_type = "application/x-www-form-urlencoded"),
     responses(
-        (status = 200, body = TokenResponse),
-        (status = 401, description = "Incorrect email or password, or Inactive user"),
-        (status = 422, description = "List of failing fields: [{field, message}]"),
-        (status = 429, description = "Too many attempts from this client (AUTH_RATE_LIMIT): retry after `Retry-After` seconds"),
+        (status = 200, body = TokenResponse, headers(
+            ("Cache-Control" = String, description = "no-store"),
+            ("Pragma" = String, description = "no-cache"),
+        )),
+        (status = 400, description = "Unsupported grant_type (error: unsupported_grant_type)", body = TokenError),
+        (status = 401, description = "Incorrect email or password, or Inactive user (error: invalid_grant)", body = TokenError),
+        (status = 413, description = "The form is over the body limit (error: invalid_request)", body = TokenError),
+        (status = 422, description = "List of failing fields: [{field, message}] (error: invalid_request)", body = TokenError),
+        (status = 429, description = "Too many attempts from this client (AUTH_RATE_LIMIT): retry after `Retry-After` seconds (error: temporarily_unavailable)", body = TokenError),
+        (status = 503, description = "The user store does not answer (error: temporarily_unavailable)", body = TokenError),
     )
 )]
 #[post("/token")]
 pub async fn token(
     state: web::Data<AuthState>,
     req: HttpRequest,
-    form: web::Form<LoginForm>,
+    form: Result<web::Form<LoginForm>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
-    let form = form.into_inner();
+    let form = form.map_err(|e| match e.as_error::<ApiError>() {
+        Some(error) => error.clone(),
+        None => ApiError::unprocessable(e.to_string()),
+    });
+    match login(&state, &req, form).await {
+        Ok(token) => Ok(HttpResponse::Ok()
+            .insert_header((header::CACHE_CONTROL, "no-store"))
+            .insert_header((header::PRAGMA, "no-cache"))
+            .json(TokenResponse {
+                access_token: token.token,
+                token_type: "bearer".to_owned(),
+                expires_in: token.expires_in,
+            })),
+        Err(error) => Err(oauth::with_oauth_fields(error)),
+    }
+}
+
+/// The password grant: the form's checks in the order a client fixes them, then the service.
+async fn login(
+    state: &AuthState,
+    req: &HttpRequest,
+    form: Result<web::Form<LoginForm>, ApiError>,
+) -> Result<AccessToken, ApiError> {
+    let form = form?.into_inner();
+    oauth::check_grant_type(form.grant_type.as_deref())?;
     let mut missing = Vec::new();
     if form.username.is_none() {
         missing.push(FieldError::new("username", crate::domain::MSG_REQUIRED));
@@ -192,15 +246,9 @@ pub async fn token(
     if !with_nul.is_empty() {
         return Err(ApiError::field_list(with_nul));
     }
-    let ip = state.client_ip(&req);
+    let ip = state.client_ip(req);
     let service = state.service.clone();
-    let access_token =
-        run_detached(async move { service.login(&username, &password, ip.as_deref()).await })
-            .await?;
-    Ok(HttpResponse::Ok().json(TokenResponse {
-        access_token,
-        token_type: "bearer".to_owned(),
-    }))
+    run_detached(async move { service.login(&username, &password, ip.as_deref()).await }).await
 }
 
 #[utoipa::path(

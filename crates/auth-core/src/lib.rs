@@ -30,6 +30,7 @@ pub mod config;
 mod domain;
 mod error;
 mod http;
+mod oauth;
 mod passwords;
 pub mod rate_limit;
 mod schema;
@@ -50,8 +51,8 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 pub use config::AuthConfig;
 pub use error::AuthError;
-pub use http::{TokenResponse, UserListResponse, UserResponse};
-pub use service::{AuthService, Registration, User, UserPatch};
+pub use http::{TokenError, TokenResponse, UserListResponse, UserResponse};
+pub use service::{AccessToken, AuthService, Registration, User, UserPatch};
 
 const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres/auth");
 const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite/auth");

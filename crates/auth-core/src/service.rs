@@ -72,6 +72,14 @@ pub struct UserPatch {
 /// The caller's address, for rate limits.
 pub type ClientIp<'a> = Option<&'a str>;
 
+/// A bearer token as login issues it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessToken {
+    pub token: String,
+    /// Seconds from now until it expires (`ACCESS_TOKEN_EXPIRE_MINUTES`).
+    pub expires_in: i64,
+}
+
 #[async_trait]
 pub trait AuthService: Send + Sync {
     /// Creates an account (role `user`). 422 with every failing field; 400 when the address is taken.
@@ -82,7 +90,7 @@ pub trait AuthService: Send + Sync {
         email: &str,
         password: &str,
         ip: ClientIp<'_>,
-    ) -> Result<String, AuthError>;
+    ) -> Result<AccessToken, AuthError>;
     /// The active user behind a token.
     async fn user_for_token(&self, token: &str) -> Result<User, AuthFailure>;
     /// [`user_for_token`](Self::user_for_token)'s answer when memory alone gives it (a token that
@@ -189,7 +197,7 @@ impl AuthService for AuthServiceImpl {
         email: &str,
         password: &str,
         ip: ClientIp<'_>,
-    ) -> Result<String, AuthError> {
+    ) -> Result<AccessToken, AuthError> {
         self.limit(Action::Login, ip).await?;
         let key = domain::email_key(email);
         let row = {
@@ -204,9 +212,14 @@ impl AuthService for AuthServiceImpl {
         if !row.is_active {
             return Err(AuthError::Inactive);
         }
-        self.keys
+        let token = self
+            .keys
             .issue(row.id)
-            .map_err(|e| AuthError::Internal(e.to_string()))
+            .map_err(|e| AuthError::Internal(e.to_string()))?;
+        Ok(AccessToken {
+            token,
+            expires_in: self.keys.lifetime_seconds(),
+        })
     }
 
     async fn user_for_token(&self, token: &str) -> Result<User, AuthFailure> {

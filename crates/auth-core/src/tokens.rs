@@ -45,6 +45,11 @@ impl TokenKeys {
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
     }
 
+    /// How long a token lives, in seconds.
+    pub fn lifetime_seconds(&self) -> i64 {
+        self.lifetime_seconds
+    }
+
     /// The user id of a valid, unexpired token signed with our key; `None` otherwise.
     pub fn verify(&self, token: &str) -> Option<i64> {
         let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation).ok()?;

@@ -52,26 +52,27 @@ pub struct EmailTagBody {
     pub value: String,
 }
 
-/// An email to send. `to` and `subject` are required, and `text` or `html`.
+/// An email to send. `to` and `subject` are required, and `text` or `html`. (No `serde(default)`:
+/// a missing field is `None` all the same, and the document then shows no `default: null` that
+/// `to`'s schema would not allow.)
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
-#[serde(default)]
 #[schema(as = comms::EmailSendRequest)]
 pub struct EmailSendRequest {
-    /// 1 to 50 recipient addresses.
-    #[schema(value_type = Vec<String>)]
+    /// One recipient address, or a list of 1 to 50.
+    #[schema(value_type = Addresses, required = true)]
     pub to: Option<Addresses>,
     /// 1 to 998 characters.
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 998)]
     pub subject: Option<String>,
     pub text: Option<String>,
     pub html: Option<String>,
     /// Overrides `RESEND_FROM_EMAIL` (`a@example.com` or `Name <a@example.com>`).
     pub from_email: Option<String>,
-    #[schema(value_type = Option<Vec<String>>)]
+    /// One address or a list.
     pub cc: Option<Addresses>,
-    #[schema(value_type = Option<Vec<String>>)]
+    /// One address or a list.
     pub bcc: Option<Addresses>,
     /// One address or a list.
-    #[schema(value_type = Option<Vec<String>>)]
     pub reply_to: Option<Addresses>,
     pub tags: Option<Vec<EmailTagBody>>,
 }
@@ -547,7 +548,7 @@ fn header(req: &HttpRequest, name: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-#[utoipa::path(tag = "comms", responses((status = 200, body = HealthResponse)))]
+#[utoipa::path(tag = "comms", operation_id = "comms_health", responses((status = 200, body = HealthResponse)))]
 #[get("/health")]
 pub async fn health(state: web::Data<CommsState>) -> web::Json<HealthResponse> {
     let config = state.service.config();
@@ -619,7 +620,7 @@ pub const ENDPOINTS: [&str; 10] = [
     "GET /comms/version",
 ];
 
-#[utoipa::path(tag = "comms", responses((status = 200, body = VersionResponse)))]
+#[utoipa::path(tag = "comms", operation_id = "comms_version", responses((status = 200, body = VersionResponse)))]
 #[get("/version")]
 pub async fn version() -> web::Json<VersionResponse> {
     let endpoints = ENDPOINTS.map(str::to_owned).to_vec();

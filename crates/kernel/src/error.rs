@@ -144,6 +144,11 @@ impl ApiError {
     pub fn detail(&self) -> &Value {
         self.body.get("detail").unwrap_or(&Value::Null)
     }
+
+    /// A field of the body (`detail`, or one added with [`ApiError::field`]).
+    pub fn body_field(&self, key: &str) -> Option<&Value> {
+        self.body.get(key)
+    }
 }
 
 impl std::fmt::Display for ApiError {

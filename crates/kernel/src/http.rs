@@ -400,7 +400,7 @@ fn envelope(status: StatusCode) -> ApiError {
     }
 }
 
-/// The methods each route pattern answers (`/api/v1/blog/posts/{post_id}` → `GET, PUT`), as app
+/// The methods each route pattern answers (`/api/v1/blog/posts/{post}` → `GET, PUT, DELETE`), as app
 /// data: the default service names them in the `Allow` header of a 405.
 #[derive(Debug, Clone, Default)]
 pub struct AllowedMethods(pub std::collections::HashMap<String, Vec<Method>>);
@@ -432,8 +432,9 @@ impl AllowedMethods {
         AllowedMethods(map)
     }
 
-    /// The methods of every pattern `path` matches (`/posts/1` matches both `/posts/{slug}` and
-    /// `/posts/{post_id}`), in a fixed order.
+    /// The methods of every pattern `path` matches (a module may answer one path under two
+    /// patterns, as long as their templates differ by more than a parameter's name), in a fixed
+    /// order.
     pub fn for_path(&self, path: &str) -> Vec<Method> {
         let matching: Vec<&Vec<Method>> = self
             .0

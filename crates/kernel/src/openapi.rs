@@ -124,6 +124,58 @@ pub fn finish(doc: &mut OpenApi, identity: bool) {
     }
 }
 
+/// What makes a document invalid that each route alone cannot see, as readable lines (none for
+/// a valid document): an `operationId` used twice (a generated client needs one name per
+/// operation), and two path templates that differ only in a parameter's name (one path to
+/// OpenAPI 3.1: `/posts/{slug}` and `/posts/{id}`).
+pub fn conflicts(doc: &OpenApi) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut operation_ids: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    let mut shapes: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
+    for (path, item) in &doc.paths.paths {
+        let operations = [
+            &item.get,
+            &item.put,
+            &item.post,
+            &item.delete,
+            &item.patch,
+            &item.head,
+            &item.options,
+        ];
+        for operation in operations.into_iter().flatten() {
+            if let Some(id) = &operation.operation_id {
+                operation_ids.entry(id).or_default().push(path);
+            }
+        }
+        let shape = path
+            .split('/')
+            .map(|segment| {
+                if segment.starts_with('{') && segment.ends_with('}') {
+                    "{}"
+                } else {
+                    segment
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("/");
+        shapes.entry(shape).or_default().push(path);
+    }
+    for (id, paths) in operation_ids {
+        if paths.len() > 1 {
+            problems.push(format!("operationId {id} is used by {}", paths.join(", ")));
+        }
+    }
+    for paths in shapes.into_values() {
+        if paths.len() > 1 {
+            problems.push(format!(
+                "{} differ only in parameter names",
+                paths.join(" and ")
+            ));
+        }
+    }
+    problems
+}
+
 /// A response's required description, when the route gave none: the status's reason phrase.
 fn reason(status: &str) -> String {
     status
@@ -175,5 +227,33 @@ mod tests {
         assert_eq!(responses["401"]["description"], "Unauthorized");
         assert!(json["components"]["schemas"]["ErrorDetail"].is_object());
         assert!(json["components"]["securitySchemes"]["bearer"].is_object());
+    }
+
+    #[test]
+    fn conflicts_name_repeated_operation_ids_and_equivalent_templates() {
+        let named = |id: &str| {
+            OperationBuilder::new()
+                .operation_id(Some(id.to_owned()))
+                .build()
+        };
+        let doc = |paths: &[(&str, &str)]| {
+            let mut builder = PathsBuilder::new();
+            for (path, id) in paths {
+                builder = builder.path(*path, PathItem::new(HttpMethod::Get, named(id)));
+            }
+            OpenApi::new(utoipa::openapi::Info::new("t", "1"), builder)
+        };
+        assert!(conflicts(&doc(&[("/a/{x}", "a"), ("/a/{x}/b", "b"), ("/a", "c")])).is_empty());
+        assert_eq!(
+            conflicts(&doc(&[("/a/health", "health"), ("/b/health", "health")])),
+            ["operationId health is used by /a/health, /b/health"]
+        );
+        assert_eq!(
+            conflicts(&doc(&[
+                ("/posts/{slug}", "get"),
+                ("/posts/{post_id}", "put")
+            ])),
+            ["/posts/{post_id} and /posts/{slug} differ only in parameter names"]
+        );
     }
 }

@@ -7,7 +7,7 @@ use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use kernel::db::run_detached;
 use kernel::identity::ActiveUser;
 use kernel::pagination::PageParams;
-use kernel::{ApiError, Timestamp};
+use kernel::{ApiError, Role, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
@@ -386,13 +386,27 @@ pub async fn dispute(
     Ok(web::Json(row.into()))
 }
 
-#[utoipa::path(tag = "payment", responses((status = 200, body = StatusResponse)))]
+/// The provider's state and the totals: with the auth module, an administrator sees the whole
+/// deployment's, any other user the totals of their own rows; without it, the deployment's.
+#[utoipa::path(
+    tag = "payment",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = StatusResponse),
+        (status = 401, description = "Not authenticated, Could not validate credentials, or Inactive user"),
+    )
+)]
 #[get("/status")]
 pub async fn summary(
+    user: ActiveUser,
     state: web::Data<PaymentState>,
 ) -> Result<web::Json<StatusResponse>, ApiError> {
+    let scope = match &user.0 {
+        Some(p) if p.role == Role::Admin => Caller::Anyone,
+        _ => caller(&user),
+    };
     let service = state.service.clone();
-    let summary = run_detached(async move { service.summary().await }).await?;
+    let summary = run_detached(async move { service.summary(scope).await }).await?;
     Ok(web::Json(StatusResponse {
         provider: "stripe".to_owned(),
         enabled: summary.enabled,

@@ -194,7 +194,9 @@ pub trait PaymentService: Send + Sync {
 
     async fn dispute(&self, caller: Caller, id: i64) -> Result<DisputeRow, PaymentError>;
 
-    async fn summary(&self) -> Result<Summary, PaymentError>;
+    /// The status summary: of the caller's own rows for a user, of every row for
+    /// [`Caller::Anyone`] (an administrator, the CLI, a deployment without auth).
+    async fn summary(&self, caller: Caller) -> Result<Summary, PaymentError>;
 
     /// Forgets processed event ids older than Stripe's retry window (3 days): the cleanup task.
     async fn forget_old_events(&self) -> Result<usize, PaymentError>;
@@ -566,11 +568,13 @@ impl PaymentService for PaymentServiceImpl {
         }
     }
 
-    async fn summary(&self) -> Result<Summary, PaymentError> {
+    async fn summary(&self, caller: Caller) -> Result<Summary, PaymentError> {
         let mut pooled = self.pool.get().await?;
         let mut conn = pooled.conn();
-        let (total_transactions, total_revenue_cents) = store::totals(&mut conn).await?;
-        let active_subscriptions = store::count_active_subscriptions(&mut conn).await?;
+        let (total_transactions, total_revenue_cents) =
+            store::totals(&mut conn, caller.user()).await?;
+        let active_subscriptions =
+            store::count_active_subscriptions(&mut conn, caller.user()).await?;
         Ok(Summary {
             is_test_mode: self.config.is_test_mode(),
             enabled: self.stripe.is_some(),

@@ -1,6 +1,8 @@
 //! Every SQL query of the payment module.
 
 use chrono::NaiveDateTime;
+use diesel::dsl::sql;
+use diesel::sql_types::BigInt;
 use diesel::{
     BoolExpressionMethods, ExpressionMethods, Insertable, NullableExpressionMethods,
     OptionalExtension, QueryDsl, QueryResult, Queryable, Selectable, SelectableHelper,
@@ -361,24 +363,33 @@ pub async fn list_transactions(
     })
 }
 
-/// (all transactions, succeeded-and-refunded charges' amount minus refunds).
-pub async fn totals(conn: &mut DbConn<'_>) -> QueryResult<(i64, i64)> {
+/// (transactions, succeeded-and-refunded charges' amount minus refunds), of one user's rows or
+/// (`None`) of every row. The sum is made by the database (cast back from PostgreSQL's `numeric`).
+pub async fn totals(conn: &mut DbConn<'_>, user_id: Option<i64>) -> QueryResult<(i64, i64)> {
+    macro_rules! scoped {
+        () => {{
+            let mut query = payment_transactions::table.into_boxed();
+            if let Some(user_id) = user_id {
+                query = query.filter(payment_transactions::user_id.eq(user_id));
+            }
+            query
+        }};
+    }
     with_conn!(conn, |c| {
-        let total: i64 = payment_transactions::table.count().get_result(c).await?;
-        let charges: Vec<(i64, i64)> = payment_transactions::table
+        let total: i64 = scoped!().count().get_result(c).await?;
+        let revenue: i64 = scoped!()
             .filter(payment_transactions::kind.eq("charge"))
             .filter(payment_transactions::status.eq_any([
                 "succeeded",
                 "partially_refunded",
                 "refunded",
             ]))
-            .select((
-                payment_transactions::amount,
-                payment_transactions::amount_refunded,
+            .select(sql::<BigInt>(
+                "CAST(COALESCE(SUM(amount - amount_refunded), 0) AS BIGINT)",
             ))
-            .load(c)
+            .get_result(c)
             .await?;
-        Ok((total, charges.iter().map(|(a, r)| a - r).sum()))
+        Ok((total, revenue))
     })
 }
 
@@ -464,13 +475,19 @@ pub async fn list_subscriptions(
     })
 }
 
-pub async fn count_active_subscriptions(conn: &mut DbConn<'_>) -> QueryResult<i64> {
+/// Active and trialing subscriptions, of one user or (`None`) of every one.
+pub async fn count_active_subscriptions(
+    conn: &mut DbConn<'_>,
+    user_id: Option<i64>,
+) -> QueryResult<i64> {
     with_conn!(conn, |c| {
-        payment_subscriptions::table
+        let mut query = payment_subscriptions::table
             .filter(payment_subscriptions::status.eq_any(["active", "trialing"]))
-            .count()
-            .get_result(c)
-            .await
+            .into_boxed();
+        if let Some(user_id) = user_id {
+            query = query.filter(payment_subscriptions::user_id.eq(user_id));
+        }
+        query.count().get_result(c).await
     })
 }
 

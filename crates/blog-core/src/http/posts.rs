@@ -78,13 +78,13 @@ pub async fn list_posts(
 
 #[utoipa::path(
     tag = "blog",
-    params(("slug" = String, Path, description = "The post's slug")),
+    params(("post" = String, Path, description = "The post's slug (`/posts/{post}` takes a slug with GET, an id with PUT and DELETE)")),
     responses(
         (status = 200, body = BlogPostResponse),
         (status = 404, description = "Post not found (also when it is not published)"),
     )
 )]
-#[get("/posts/{slug}")]
+#[get("/posts/{post}")]
 pub async fn get_post(
     state: web::Data<BlogState>,
     slug: web::Path<String>,
@@ -156,7 +156,7 @@ pub async fn create_post(
 #[utoipa::path(
     tag = "blog",
     security(("bearer" = [])),
-    params(("post_id" = i64, Path, description = "The post's id")),
+    params(("post" = i64, Path, description = "The post's id (`/posts/{post}` takes a slug with GET, an id with PUT and DELETE)")),
     request_body = BlogPostUpdate,
     responses(
         (status = 200, body = BlogPostResponse),
@@ -167,7 +167,7 @@ pub async fn create_post(
         (status = 422, description = "A field breaks its limit, or Unknown tag: <slug>"),
     )
 )]
-#[put("/posts/{post_id}")]
+#[put("/posts/{post}")]
 pub async fn update_post(
     _editor: Editor,
     state: web::Data<BlogState>,
@@ -229,7 +229,7 @@ pub async fn archive_post(
 #[utoipa::path(
     tag = "blog",
     security(("bearer" = [])),
-    params(("post_id" = i64, Path, description = "The post's id")),
+    params(("post" = i64, Path, description = "The post's id (`/posts/{post}` takes a slug with GET, an id with PUT and DELETE)")),
     responses(
         (status = 204, description = "Deleted with its tag links"),
         (status = 401, description = "Not authenticated"),
@@ -237,7 +237,7 @@ pub async fn archive_post(
         (status = 404, description = "Post not found"),
     )
 )]
-#[delete("/posts/{post_id}")]
+#[delete("/posts/{post}")]
 pub async fn delete_post(
     _editor: Editor,
     state: web::Data<BlogState>,

@@ -10,6 +10,8 @@ use kernel::testing::{TestDb, TestServer, spawn_modules};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+mod oauth;
+
 const SECRET: &str = "test-secret-test-secret-test-secret!";
 
 struct Ctx {

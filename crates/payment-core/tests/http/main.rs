@@ -12,8 +12,11 @@ use payment_core::{PaymentConfig, PaymentModule};
 use provider_sim::{DeliveryOptions, Outcome, ProviderSim, SimConfig, SimHandle};
 use serde_json::{Value, json};
 
+mod access;
+
 const ALICE: &str = "alice-token";
 const BOB: &str = "bob-token";
+const ADMIN: &str = "admin-token";
 
 struct StubAuthenticator;
 
@@ -30,6 +33,10 @@ impl Authenticator for StubAuthenticator {
         match token {
             ALICE => Ok(user(1, "alice@example.com")),
             BOB => Ok(user(2, "bob@example.com")),
+            ADMIN => Ok(Principal {
+                role: Role::Admin,
+                ..user(3, "admin@example.com")
+            }),
             _ => Err(AuthFailure::InvalidCredentials),
         }
     }
@@ -41,6 +48,15 @@ struct Ctx {
 }
 
 async fn start(db: &TestDb, adjust: impl FnOnce(&mut PaymentConfig)) -> Ctx {
+    start_with(db, adjust, true).await
+}
+
+/// The module with the stub authenticator (`authenticated`), or open, as without the auth module.
+async fn start_with(
+    db: &TestDb,
+    adjust: impl FnOnce(&mut PaymentConfig),
+    authenticated: bool,
+) -> Ctx {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
     let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let sim = ProviderSim::start(SimConfig {
@@ -58,9 +74,10 @@ async fn start(db: &TestDb, adjust: impl FnOnce(&mut PaymentConfig)) -> Ctx {
     };
     adjust(&mut config);
     let pool = db.migrated_pool(&[payment_core::MIGRATIONS]).await;
-    let deps = Deps::new(pool)
-        .unwrap()
-        .with_authenticator(Arc::new(StubAuthenticator));
+    let mut deps = Deps::new(pool).unwrap();
+    if authenticated {
+        deps = deps.with_authenticator(Arc::new(StubAuthenticator));
+    }
     let module = Arc::new(PaymentModule::build(config, &deps).await.unwrap());
     Ctx {
         server: spawn_modules_on(vec![module], listener),
@@ -210,7 +227,7 @@ async fn a_paid_checkout_is_the_payers_transaction_only(db: TestDb) {
         .filter(|e| e.path == "/v1/customers" && e.method == "POST")
         .collect();
     assert_eq!(customers.len(), 1);
-    let (_, status_body) = c.call("GET", "/status", None, None).await;
+    let (_, status_body) = c.call("GET", "/status", Some(ALICE), None).await;
     assert_eq!(status_body["total_transactions"], 2);
     assert_eq!(status_body["total_revenue_cents"], 4000);
     assert_eq!(status_body["is_test_mode"], true);
@@ -329,7 +346,7 @@ async fn a_subscription_is_created_paid_and_cancelled(db: TestDb) {
         ),
         (Some("active"), Some(true))
     );
-    let (_, status_body) = c.call("GET", "/status", None, None).await;
+    let (_, status_body) = c.call("GET", "/status", Some(ALICE), None).await;
     assert_eq!(status_body["active_subscriptions"], 1);
     // The first invoice's payment is a charge like any other: refundable against Stripe.
     let (_, list) = c.call("GET", "/transactions", Some(ALICE), None).await;
