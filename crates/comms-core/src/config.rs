@@ -32,6 +32,9 @@ pub struct CommsConfig {
     pub twilio_messaging_service_sid: Option<String>,
     /// `TWILIO_API_BASE` (default `https://api.twilio.com`).
     pub twilio_api_base: String,
+    /// `TWILIO_WEBHOOK_SHARED_KEYS` (`<SharedKey id>=<secret>`, comma-separated): verify callbacks
+    /// that Twilio signs with a SharedKey (those with `X-Twilio-Webhooks-Signature-Settings`).
+    pub twilio_webhook_shared_keys: Vec<(String, String)>,
     /// `PUBLIC_BASE_URL`: where providers reach this service; status callbacks are requested and
     /// verified against it.
     pub public_base_url: Option<String>,
@@ -59,6 +62,14 @@ impl std::fmt::Debug for CommsConfig {
                 &self.twilio_messaging_service_sid,
             )
             .field("twilio_api_base", &self.twilio_api_base)
+            .field(
+                "twilio_webhook_shared_keys",
+                &self
+                    .twilio_webhook_shared_keys
+                    .iter()
+                    .map(|(id, _)| (id.as_str(), "<redacted>"))
+                    .collect::<Vec<_>>(),
+            )
             .field("public_base_url", &self.public_base_url)
             .field("timeout", &self.timeout)
             .finish()
@@ -77,6 +88,7 @@ impl Default for CommsConfig {
             twilio_phone_number: None,
             twilio_messaging_service_sid: None,
             twilio_api_base: DEFAULT_TWILIO_API_BASE.to_owned(),
+            twilio_webhook_shared_keys: Vec::new(),
             public_base_url: None,
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECONDS),
         }
@@ -131,6 +143,10 @@ impl kernel::ModuleConfig for CommsConfig {
             twilio_phone_number: var("TWILIO_PHONE_NUMBER"),
             twilio_messaging_service_sid: var("TWILIO_MESSAGING_SERVICE_SID"),
             twilio_api_base: base("TWILIO_API_BASE", DEFAULT_TWILIO_API_BASE)?,
+            twilio_webhook_shared_keys: match var("TWILIO_WEBHOOK_SHARED_KEYS") {
+                Some(value) => shared_keys(&value)?,
+                None => Vec::new(),
+            },
             public_base_url,
             timeout: Duration::from_secs(parse_in_range(
                 "COMMS_TIMEOUT_SECONDS",
@@ -139,6 +155,24 @@ impl kernel::ModuleConfig for CommsConfig {
             )?),
         })
     }
+}
+
+/// `<SharedKey id>=<secret>` entries separated by commas (a secret may hold `=`).
+fn shared_keys(value: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| match entry.split_once('=') {
+            Some((id, secret)) if !id.trim().is_empty() && !secret.trim().is_empty() => {
+                Ok((id.trim().to_owned(), secret.trim().to_owned()))
+            }
+            _ => Err(ConfigError::new(
+                "TWILIO_WEBHOOK_SHARED_KEYS",
+                "expected <SharedKey id>=<secret>, several separated by commas",
+            )),
+        })
+        .collect()
 }
 
 impl CommsConfig {
@@ -230,16 +264,39 @@ mod tests {
     }
 
     #[test]
+    fn shared_keys_are_ids_with_their_secrets() {
+        let keys = shared_keys(" webhooks_sharedkey_a=c2VjcmV0==, webhooks_sharedkey_b = two ,");
+        assert_eq!(
+            keys.ok(),
+            Some(vec![
+                ("webhooks_sharedkey_a".to_owned(), "c2VjcmV0==".to_owned()),
+                ("webhooks_sharedkey_b".to_owned(), "two".to_owned()),
+            ])
+        );
+        assert_eq!(shared_keys("").ok(), Some(Vec::new()));
+        for bad in ["secret-without-id", "=secret", "id=", "a=1,b"] {
+            let setting = shared_keys(bad).err().map(|e| e.setting);
+            assert_eq!(
+                setting.as_deref(),
+                Some("TWILIO_WEBHOOK_SHARED_KEYS"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn debug_output_hides_the_secrets() {
         let config = CommsConfig {
             resend_api_key: Some("re_hidden".to_owned()),
             resend_webhook_secret: Some("whsec_aGlkZGVu".to_owned()),
             twilio_account_sid: Some("AC123".to_owned()),
             twilio_auth_token: Some("hidden-token".to_owned()),
+            twilio_webhook_shared_keys: vec![("webhooks_sharedkey_a".into(), "hidden-key".into())],
             ..CommsConfig::default()
         };
         let shown = format!("{config:?}");
-        for secret in ["re_hidden", "whsec_aGlkZGVu", "hidden-token"] {
+        assert!(shown.contains("webhooks_sharedkey_a"), "{shown}");
+        for secret in ["re_hidden", "whsec_aGlkZGVu", "hidden-token", "hidden-key"] {
             assert!(!shown.contains(secret), "{shown}");
         }
         assert!(

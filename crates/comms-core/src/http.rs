@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use actix_web::{HttpRequest, get, post, web};
+use actix_web::{HttpMessage as _, HttpRequest, get, post, web};
 use kernel::ApiError;
 use kernel::db::run_detached;
 use kernel::identity::ActiveUser;
@@ -17,6 +17,7 @@ use crate::error::CommsError;
 use crate::service::{
     CallRequest, CommsService, EmailRequest, EventOutcome, ListFilter, Message, SmsRequest, Viewer,
 };
+use crate::webhooks;
 
 pub struct CommsState {
     pub service: Arc<dyn CommsService>,
@@ -486,21 +487,28 @@ pub async fn twilio_status(
     state: web::Data<CommsState>,
     body: web::Bytes,
 ) -> Result<web::Json<WebhookResponse>, ApiError> {
-    let params: Vec<(String, String)> = serde_urlencoded::from_bytes(&body)
-        .map_err(|e| CommsError::BadPayload(format!("the form cannot be read: {e}")))?;
-    let path_and_query = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| req.path().to_owned());
-    let signature = header(&req, "x-twilio-signature");
+    // What is accepted: `webhooks::twilio_verify`. A JSON body is verified through the URL's
+    // `bodySHA256` before it is read.
+    let body = if req.content_type().eq_ignore_ascii_case("application/json") {
+        webhooks::TwilioPayload::Json(body.to_vec())
+    } else {
+        webhooks::TwilioPayload::Form(
+            serde_urlencoded::from_bytes(&body)
+                .map_err(|e| CommsError::BadPayload(format!("the form cannot be read: {e}")))?,
+        )
+    };
+    let callback = webhooks::TwilioCallback {
+        path_and_query: req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str().to_owned())
+            .unwrap_or_else(|| req.path().to_owned()),
+        body,
+        signature: header(&req, "x-twilio-signature"),
+        signature_settings: header(&req, webhooks::SIGNATURE_SETTINGS_HEADER),
+    };
     let service = state.service.clone();
-    let outcome = run_detached(async move {
-        service
-            .twilio_status(&path_and_query, params, signature.as_deref())
-            .await
-    })
-    .await?;
+    let outcome = run_detached(async move { service.twilio_status(callback).await }).await?;
     Ok(web::Json(WebhookResponse {
         applied: outcome == EventOutcome::Applied,
     }))

@@ -15,7 +15,10 @@ use crate::providers::{
     TelephonyProvider,
 };
 use crate::store::{self, MessageFilter, MessageRow, NewMessageRow};
-use crate::webhooks::{self, SvixRefusal};
+use crate::webhooks::{
+    self, SvixRefusal, TwilioBody, TwilioCallback, TwilioKeys, TwilioPayload, TwilioRefusal,
+    TwilioRequest,
+};
 
 /// The path of Twilio's status callbacks under the module's mount point.
 pub const TWILIO_CALLBACK_PATH: &str = "/api/v1/comms/webhooks/twilio/status";
@@ -140,14 +143,8 @@ pub trait CommsService: Send + Sync {
     ) -> Result<(Vec<Message>, i64), CommsError>;
     /// A message of the log; another user's is `NotFound`.
     async fn message(&self, viewer: Viewer, id: i64) -> Result<Message, CommsError>;
-    /// A Twilio status callback: `url` is the URL Twilio called (path and query), `params` its
-    /// form fields in order.
-    async fn twilio_status(
-        &self,
-        path_and_query: &str,
-        params: Vec<(String, String)>,
-        signature: Option<&str>,
-    ) -> Result<EventOutcome, CommsError>;
+    /// A Twilio status callback, verified (see `webhooks::twilio_verify`) before it is read.
+    async fn twilio_status(&self, callback: TwilioCallback) -> Result<EventOutcome, CommsError>;
     /// A Resend event with its Svix headers (id, timestamp, signatures) and raw body.
     async fn resend_event(
         &self,
@@ -590,31 +587,37 @@ impl CommsService for CommsServiceImpl {
         }
     }
 
-    async fn twilio_status(
-        &self,
-        path_and_query: &str,
-        params: Vec<(String, String)>,
-        signature: Option<&str>,
-    ) -> Result<EventOutcome, CommsError> {
-        let not_configured = |setting| CommsError::WebhookNotConfigured {
-            provider: "Twilio",
-            setting,
+    async fn twilio_status(&self, callback: TwilioCallback) -> Result<EventOutcome, CommsError> {
+        let keys = TwilioKeys {
+            auth_token: self.config.twilio_auth_token.as_deref(),
+            shared_keys: &self.config.twilio_webhook_shared_keys,
         };
-        let token = self
-            .config
-            .twilio_auth_token
-            .as_deref()
-            .ok_or_else(|| not_configured("TWILIO_AUTH_TOKEN"))?;
-        let base = self
-            .config
-            .public_base_url
-            .as_deref()
-            .ok_or_else(|| not_configured("PUBLIC_BASE_URL"))?;
-        let url = format!("{base}{path_and_query}");
-        let signature = signature.ok_or(CommsError::BadSignature)?;
-        if !webhooks::twilio_valid(token, &url, &params, signature) {
-            return Err(CommsError::BadSignature);
+        let request = TwilioRequest {
+            base: self.config.public_base_url.as_deref(),
+            path_and_query: &callback.path_and_query,
+            body: match &callback.body {
+                TwilioPayload::Form(params) => TwilioBody::Form(params),
+                TwilioPayload::Json(raw) => TwilioBody::Json(raw),
+            },
+            signature: callback.signature.as_deref(),
+            signature_settings: callback.signature_settings.as_deref(),
+        };
+        match webhooks::twilio_verify(keys, &request) {
+            Ok(()) => {}
+            Err(TwilioRefusal::NotConfigured(setting)) => {
+                return Err(CommsError::WebhookNotConfigured {
+                    provider: "Twilio",
+                    setting,
+                });
+            }
+            Err(TwilioRefusal::BadSignature) => return Err(CommsError::BadSignature),
         }
+        let params = match callback.body {
+            TwilioPayload::Form(params) => params,
+            TwilioPayload::Json(raw) => webhooks::json_fields(&raw).map_err(|e| {
+                CommsError::BadPayload(format!("the JSON body cannot be read: {e}"))
+            })?,
+        };
         let field = |name: &str| {
             params
                 .iter()

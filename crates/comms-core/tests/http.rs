@@ -93,6 +93,7 @@ async fn start_sim(
         twilio_phone_number: Some(FROM_NUMBER.into()),
         twilio_messaging_service_sid: None,
         twilio_api_base: sim.base_url().to_owned(),
+        twilio_webhook_shared_keys: Vec::new(),
         public_base_url: Some(base),
         timeout: Duration::from_secs(2),
     };
@@ -209,6 +210,9 @@ impl Ctx {
         (res.status().as_u16(), res.json().await.unwrap())
     }
 }
+
+#[path = "http/twilio_signatures.rs"]
+mod twilio_signatures;
 
 kernel::backend_tests! {
     every_validation_rule_answers_400_with_its_text,

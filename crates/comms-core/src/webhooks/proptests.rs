@@ -7,9 +7,20 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 
 use super::{
-    BASE64, HmacSha1, HmacSha256, SVIX_TOLERANCE_SECONDS, SvixRefusal, svix_key, svix_verify,
-    twilio_valid,
+    BASE64, HmacSha1, HmacSha256, SVIX_TOLERANCE_SECONDS, SvixRefusal, TwilioAlgorithm, TwilioBody,
+    TwilioKeys, TwilioRefusal, TwilioRequest, svix_key, svix_verify, twilio_verify,
 };
+
+/// `twilio_valid` with the auth token's algorithm over one URL.
+fn twilio_valid(token: &str, url: &str, params: &[(String, String)], header: &str) -> bool {
+    super::twilio_valid(
+        token.as_bytes(),
+        TwilioAlgorithm::HmacSha1,
+        &[url.to_owned()],
+        TwilioBody::Form(params),
+        header,
+    )
+}
 
 /// `cases` per property, or `PROPTEST_CASES` when set; nothing is written into the source tree
 /// (a failure prints its input).
@@ -29,6 +40,7 @@ fn config(cases: u32) -> Config {
 fn twilio_sign(token: &str, url: &str, params: &[(String, String)]) -> String {
     let mut sorted: Vec<&(String, String)> = params.iter().collect();
     sorted.sort();
+    sorted.dedup();
     let mut data = url.to_owned();
     for (name, value) in sorted {
         data.push_str(name);
@@ -126,6 +138,37 @@ proptest! {
         };
         prop_assume!(changed.is_some());
         prop_assert!(!twilio_valid("token", &url2, &params2, &header2));
+    }
+
+    #[test]
+    fn twilio_accepts_the_default_port_either_way_and_no_other(
+        https in any::<bool>(),
+        host in "[a-z]{1,12}\\.example",
+        explicit in any::<bool>(),
+        signed_with_port in any::<bool>(),
+        path in "/[a-z/]{0,20}(\\?[a-z=&]{0,12})?",
+        other_port in 1u16..,
+        params in params(),
+    ) {
+        let (scheme, default) = if https { ("https", 443) } else { ("http", 80) };
+        let port = |with: bool| if with { format!(":{default}") } else { String::new() };
+        let base = format!("{scheme}://{host}{}", port(explicit));
+        let signed_over = format!("{scheme}://{host}{}{path}", port(signed_with_port));
+        let keys = TwilioKeys { auth_token: Some("token"), shared_keys: &[] };
+        let header = twilio_sign("token", &signed_over, &params);
+        let request = TwilioRequest {
+            base: Some(&base),
+            path_and_query: &path,
+            body: TwilioBody::Form(&params),
+            signature: Some(&header),
+            signature_settings: None,
+        };
+        prop_assert_eq!(twilio_verify(keys, &request), Ok(()));
+        prop_assume!(other_port != default);
+        let elsewhere = format!("{scheme}://{host}:{other_port}{path}");
+        let header = twilio_sign("token", &elsewhere, &params);
+        let request = TwilioRequest { signature: Some(&header), ..request };
+        prop_assert_eq!(twilio_verify(keys, &request), Err(TwilioRefusal::BadSignature));
     }
 
     #[test]
