@@ -217,10 +217,11 @@ impl Application {
             .workers(workers)
             .shutdown_timeout(shutdown_timeout)
             .listen("keel", listener, move || {
-                // The URL limit is the innermost middleware: it still runs before routing, and
-                // its 414 gets the request id, the log line, CORS headers and metrics.
+                // The head and URL limits are the innermost middleware: they still run before
+                // routing, and their 431 and 414 get the request id, the log line, CORS headers
+                // and metrics.
                 let app = app(&config, &state, metrics_route.as_ref())
-                    .wrap(from_fn(listener::limit_url))
+                    .wrap(from_fn(listener::limit_head))
                     .wrap(Compress::default())
                     .wrap(Condition::new(
                         !config.cors_origins.is_empty(),

@@ -14,8 +14,10 @@
 //! [`ParseErrorBodies`] wraps every accepted connection and replaces exactly those responses,
 //! on their way out, by the same status with a JSON body that says what to fix.
 //!
-//! URLs longer than [`MAX_URL_BYTES`] (and short enough for actix to parse) are refused by the
-//! [`limit_url`] middleware with `414 URI Too Long`.
+//! The [`limit_head`] middleware refuses what actix-http lets through: a head larger than
+//! [`MAX_HEAD_BYTES`] that reached it whole (431, as actix-http answers a head still incomplete at
+//! that size), and a URL longer than [`MAX_URL_BYTES`] (and short enough for actix to parse) with
+//! `414 URI Too Long`.
 
 use std::io;
 use std::pin::Pin;
@@ -46,12 +48,44 @@ pub const MAX_HEADERS: usize = 96;
 /// request timeout, set by the server).
 pub const REQUEST_HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Middleware: a request whose URL (path and query) is longer than [`MAX_URL_BYTES`] is answered
-/// `414 URI Too Long` without being routed. Costs one length read per request.
-pub async fn limit_url(
+/// The size of a request's head as it was sent: the request line, each header as
+/// `Name: value\r\n`, and the blank line that ends the head. (A client that pads values with
+/// extra spaces sent a few bytes more; nothing else differs.)
+pub fn head_bytes(req: &actix_web::dev::RequestHead) -> usize {
+    let target = req.uri.path_and_query().map_or(1, |pq| pq.as_str().len());
+    let request_line = req.method.as_str().len() + 1 + target + 1 + "HTTP/1.1\r\n".len();
+    let headers: usize = req
+        .headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + 2 + value.len() + 2)
+        .sum();
+    request_line + headers + 2
+}
+
+/// Middleware: the limits of a request head that actix-http does not enforce on every request.
+///
+/// - A head larger than [`MAX_HEAD_BYTES`] is answered `431` with the same detail (and
+///   `connection: close`) as actix-http's own refusal. actix-http refuses a head only while it is
+///   still incomplete after [`MAX_HEAD_BYTES`]: a larger head that reaches its buffer whole, in
+///   one read, is parsed and passed on. This makes the limit hold however the head arrives.
+/// - A URL (path and query) longer than [`MAX_URL_BYTES`] is answered `414 URI Too Long`.
+///
+/// Costs a length read per header, and no allocation, on every request.
+pub async fn limit_head(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
+    if head_bytes(req.head()) > MAX_HEAD_BYTES {
+        let mut response = ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Kind::TooLarge.detail(),
+        )
+        .error_response();
+        response
+            .head_mut()
+            .set_connection_type(actix_web::http::ConnectionType::Close);
+        return Ok(req.into_response(response).map_into_right_body());
+    }
     let len = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if len > MAX_URL_BYTES {
         let error = ApiError::new(
@@ -619,12 +653,53 @@ mod tests {
         assert_eq!(&buf, b"hello");
     }
 
+    #[test]
+    fn a_head_counts_its_request_line_headers_and_blank_line() {
+        let req = actix_web::test::TestRequest::get()
+            .uri("/health/live?x=1")
+            .insert_header(("host", "localhost"))
+            .insert_header(("x-big", "abc"))
+            .to_srv_request();
+        let sent = "GET /health/live?x=1 HTTP/1.1\r\nhost: localhost\r\nx-big: abc\r\n\r\n";
+        assert_eq!(head_bytes(req.head()), sent.len());
+    }
+
+    #[actix_web::test]
+    async fn heads_over_the_limit_are_refused_with_431() {
+        use actix_web::{App, HttpResponse, middleware::from_fn, test, web};
+        let app = test::init_service(
+            App::new()
+                .wrap(from_fn(limit_head))
+                .default_service(web::to(HttpResponse::Ok)),
+        )
+        .await;
+        // `GET / HTTP/1.1\r\n` + `x-big: <value>\r\n` + `\r\n`.
+        let at_limit = MAX_HEAD_BYTES - "GET / HTTP/1.1\r\n".len() - "x-big: \r\n".len() - 2;
+        let req = test::TestRequest::get()
+            .uri("/")
+            .insert_header(("x-big", "a".repeat(at_limit)))
+            .to_request();
+        assert_eq!(test::call_service(&app, req).await.status(), StatusCode::OK);
+        let req = test::TestRequest::get()
+            .uri("/")
+            .insert_header(("x-big", "a".repeat(at_limit + 1)))
+            .to_request();
+        let res = test::call_service(&app, req).await;
+        assert_eq!(res.status(), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+        assert_eq!(
+            res.response().head().connection_type(),
+            actix_web::http::ConnectionType::Close
+        );
+        let body: serde_json::Value = test::read_body_json(res).await;
+        assert_eq!(body["detail"], Kind::TooLarge.detail());
+    }
+
     #[actix_web::test]
     async fn urls_longer_than_the_limit_are_refused_with_414() {
         use actix_web::{App, HttpResponse, middleware::from_fn, test, web};
         let app = test::init_service(
             App::new()
-                .wrap(from_fn(limit_url))
+                .wrap(from_fn(limit_head))
                 .default_service(web::to(HttpResponse::Ok)),
         )
         .await;

@@ -154,6 +154,83 @@ async fn oversized_headers_get_431_with_a_detail() {
     assert!(r.detail().starts_with("Request headers too large"));
 }
 
+/// Sends `request` on a new connection in `pieces` writes (one when 1), with a pause between
+/// them so that each arrives in a read of its own.
+async fn exchange_in_pieces(port: u16, request: Vec<u8>, pieces: usize) -> Vec<u8> {
+    if pieces <= 1 {
+        return exchange(port, request).await;
+    }
+    let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let size = request.len().div_ceil(pieces);
+    let writing = tokio::spawn(async move {
+        for piece in request.chunks(size) {
+            if writer.write_all(piece).await.is_err() || writer.flush().await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        writer
+    });
+    let mut received = Vec::new();
+    let read = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            match reader.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("the server closes the connection");
+    drop(writing.await);
+    received
+}
+
+/// A GET of `/health/live` whose head is exactly `size` bytes, closing the connection after.
+fn head_of(size: usize) -> Vec<u8> {
+    let fixed = get("/health/live", "Connection: close\r\nX-Big: \r\n").len();
+    get(
+        "/health/live",
+        &format!(
+            "Connection: close\r\nX-Big: {}\r\n",
+            "a".repeat(size - fixed)
+        ),
+    )
+}
+
+/// The limit holds however the head arrives: whole in one read (which actix-http itself would
+/// parse and pass on) or in many (which it refuses once 128 KiB are buffered). A head of exactly
+/// 128 KiB is served, one byte more is a 431, every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_head_limit_holds_in_one_read_or_many() {
+    let db = TestDb::sqlite().await;
+    let (_server, port) = spawn(&db).await;
+    let limit = keel::listener::MAX_HEAD_BYTES;
+    for round in 0..3 {
+        for pieces in [1, 8, 200] {
+            for size in [limit + 1, limit + 40 * 1024, 200 * 1024] {
+                let bytes = exchange_in_pieces(port, head_of(size), pieces).await;
+                let all = responses(&bytes);
+                assert_eq!(all.len(), 1, "{size} bytes in {pieces} pieces: {all:?}");
+                assert_eq!(
+                    all[0].status, "HTTP/1.1 431 Request Header Fields Too Large",
+                    "{size} bytes in {pieces} pieces (round {round})"
+                );
+                assert!(all[0].detail().starts_with("Request headers too large"));
+            }
+            let bytes = exchange_in_pieces(port, head_of(limit), pieces).await;
+            let all = responses(&bytes);
+            assert_eq!(
+                all[0].status, "HTTP/1.1 200 OK",
+                "{limit} bytes in {pieces} pieces"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_requests_get_400_with_a_detail() {
     let db = TestDb::sqlite().await;
