@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import pytest
 import requests
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -68,7 +69,7 @@ window.follow = (url) => {
 def docs_example() -> str:
     """The EventSource example of docs/ai.md (its first js block), as written there."""
     docs = Path(__file__).resolve().parents[2] / "docs" / "ai.md"
-    blocks = re.findall(r"```js\n(.*?)```", docs.read_text(encoding="utf-8"), re.S)
+    blocks = re.findall(r"```js\n(.*?)```", docs.read_text(encoding="utf-8"), re.DOTALL)
     assert blocks, "docs/ai.md has an EventSource example"
     return blocks[0]
 
@@ -175,7 +176,10 @@ def follow(tab: Tab, message: str, user: str) -> list:
     tab.wait("() => seen.some(e => e.type === 'complete' || (e.type === 'error' && e.data))")
     ids = [e["id"] for e in tab.page.evaluate("seen") if e["kind"] == "keel"]
     assert all(ids), f"every event carries an id: {ids}"
-    tab.wait("() => source.readyState === EventSource.CLOSED", seconds=15)
+    try:
+        tab.wait("() => source.readyState === EventSource.CLOSED", seconds=15)
+    except PlaywrightTimeoutError:
+        pytest.fail(f"the EventSource kept reconnecting; the stream route answered {tab.statuses}")
     time.sleep(QUIET_SECONDS)
     return tab.page.evaluate("seen")
 
