@@ -13,6 +13,8 @@ use kernel::{Authenticator, Principal, Role};
 use provider_sim::{Fault, Provider, ProviderSim, SimConfig, SimHandle};
 use serde_json::{Value, json};
 
+mod reconnect;
+
 const TOKEN: &str = "token-of-user-7";
 
 struct StubAuthenticator;

@@ -1,27 +1,22 @@
-//! Handlers of `/ai` (also mounted at `/api/v1/ai`) and their bodies; the SSE stream.
+//! Handlers of `/ai` (also mounted at `/api/v1/ai`) and their bodies; the SSE stream is in
+//! [`stream`].
+
+pub mod stream;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix_web::{get, post, web};
-use actix_web_lab::sse;
-use futures_util::StreamExt;
 use kernel::ApiError;
 use kernel::Timestamp;
 use kernel::db::run_detached;
 use kernel::identity::{AuthFailure, Identity, OptionalUser};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
-use tokio::sync::mpsc;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::config::PROVIDERS;
-use crate::providers::{Role, StreamItem};
+use crate::providers::Role;
 use crate::service::{AiService, DEFAULT_USER, Turn};
 use crate::store::{Conversation, ConversationHead};
-
-/// A comment line keeps idle streams open through proxies.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 pub struct AiState {
     pub service: Arc<dyn AiService>,
@@ -261,166 +256,6 @@ pub async fn chat(
         conversation_id: reply.conversation_id,
         response_time_ms: reply.response_time_ms,
     }))
-}
-
-#[utoipa::path(
-    tag = "ai",
-    request_body = ChatBody,
-    responses(
-        (status = 200, description = "Server-sent events: connect, chunk..., final, complete (or one error)", content_type = "text/event-stream"),
-        (status = 400, description = "Empty or oversized message, or a conversation_id that is not a UUID"),
-        (status = 401), (status = 403, description = "Access denied"),
-        (status = 404, description = "Conversation error: Conversation <id> not found"),
-        (status = 503, description = "AI service error: <why>"),
-    )
-)]
-#[post("/chat/stream")]
-pub async fn chat_stream(
-    user: OptionalUser,
-    identity: web::Data<Identity>,
-    state: web::Data<AiState>,
-    body: kernel::http::Json<ChatBody>,
-) -> Result<impl actix_web::Responder, ApiError> {
-    let body = body.into_inner();
-    let turn = prepare(
-        &state,
-        caller(&identity, &user, body.user_id)?,
-        body.message,
-        body.conversation_id,
-    )
-    .await?;
-    Ok(open(state.service.clone(), turn))
-}
-
-#[utoipa::path(
-    tag = "ai",
-    params(StreamQuery),
-    responses(
-        (status = 200, description = "Server-sent events, as POST /chat/stream", content_type = "text/event-stream"),
-        (status = 400), (status = 401), (status = 403, description = "Access denied"),
-        (status = 404), (status = 503),
-    )
-)]
-#[get("/chat/stream")]
-pub async fn chat_stream_get(
-    user: OptionalUser,
-    identity: web::Data<Identity>,
-    state: web::Data<AiState>,
-    query: web::Query<StreamQuery>,
-) -> Result<impl actix_web::Responder, ApiError> {
-    let query = query.into_inner();
-    let turn = prepare(
-        &state,
-        caller(&identity, &user, query.user_id)?,
-        query.message,
-        query.conversation_id,
-    )
-    .await?;
-    Ok(open(state.service.clone(), turn))
-}
-
-/// Starts the provider stream on a task of its own and answers its events as they come.
-fn open(service: Arc<dyn AiService>, turn: Turn) -> impl actix_web::Responder {
-    let (tx, rx) = mpsc::channel(32);
-    tokio::spawn(relay(service, turn, tx));
-    sse::Sse::from_infallible_receiver(rx).with_keep_alive(KEEP_ALIVE)
-}
-
-fn event(name: &str, data: serde_json::Value) -> sse::Event {
-    sse::Data::new(data.to_string()).event(name).into()
-}
-
-/// Relays the provider's stream as the spec's events. Returns as soon as the client is gone,
-/// which drops the provider stream and so closes the provider request.
-async fn relay(service: Arc<dyn AiService>, turn: Turn, tx: mpsc::Sender<sse::Event>) {
-    let _open = kernel::metrics::OpenStream::start();
-    let send = |e: sse::Event| {
-        let tx = tx.clone();
-        async move { tx.send(e).await.is_ok() }
-    };
-    let fail = |detail: String| {
-        event(
-            "error",
-            json!({"error": detail.split(':').next().unwrap_or("error"), "detail": detail}),
-        )
-    };
-    if !send(event(
-        "connect",
-        json!({"status": "connected", "message": "Stream started"}),
-    ))
-    .await
-    {
-        return;
-    }
-    let mut stream = match service.open_stream(&turn).await {
-        Ok(stream) => stream,
-        Err(e) => {
-            send(fail(e.to_string())).await;
-            return;
-        }
-    };
-    let ids = (turn.message_id.clone(), turn.conversation_id.clone());
-    let completion = loop {
-        let item = tokio::select! {
-            item = stream.next() => item,
-            () = tx.closed() => return,
-        };
-        match item {
-            Some(Ok(StreamItem::Delta(content))) => {
-                let chunk = json!({
-                    "content": content, "is_final": false, "is_delta": true,
-                    "message_id": ids.0, "conversation_id": ids.1,
-                    "timestamp": kernel::time::format(&kernel::time::now()),
-                });
-                if !send(event("chunk", chunk)).await {
-                    return;
-                }
-            }
-            Some(Ok(StreamItem::Final(completion))) => break completion,
-            Some(Err(e)) => {
-                send(fail(format!("AI provider error: {e}"))).await;
-                return;
-            }
-            None => {
-                send(fail(
-                    "AI provider error: the stream ended without a reply".to_owned(),
-                ))
-                .await;
-                return;
-            }
-        }
-    };
-    drop(stream);
-    let response_time_ms = turn.elapsed_ms();
-    let (provider, model) = (turn.provider.clone(), turn.model.clone());
-    let stored = {
-        let (service, completion) = (service.clone(), completion.clone());
-        kernel::db::spawn_unit(async move { service.finish(turn, &completion).await }).await
-    };
-    if let Err(e) = stored
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()))
-    {
-        tracing::error!(error = %e, "a completed reply could not be stored");
-        send(fail(
-            "AI service error: the reply could not be stored".to_owned(),
-        ))
-        .await;
-        return;
-    }
-    let final_event = json!({
-        "content": completion.content, "is_final": true, "is_delta": false,
-        "message_id": ids.0, "conversation_id": ids.1,
-        "timestamp": kernel::time::format(&kernel::time::now()),
-        "response_time_ms": response_time_ms, "provider": provider, "model": model,
-    });
-    if send(event("final", final_event)).await {
-        send(event(
-            "complete",
-            json!({"status": "completed", "message": "Stream completed"}),
-        ))
-        .await;
-    }
 }
 
 #[utoipa::path(
