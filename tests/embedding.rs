@@ -93,7 +93,7 @@ async fn blog_with_an_authenticator_needs_a_token(db: TestDb) {
     )
     .await
     .unwrap();
-    let deps = deps.with_authenticator(auth.authenticator().unwrap());
+    let deps = deps.with_authenticator(auth.authenticator());
     let blog = BlogModule::build(BlogConfig::default(), &deps)
         .await
         .unwrap();

@@ -12,6 +12,8 @@ use actix_web::dev::{AppConfig, Server};
 use actix_web::http::header;
 use actix_web::middleware::{Compress, Condition, from_fn};
 use actix_web::{App, HttpResponse, web};
+use kernel::Authenticator;
+use kernel::capability::Capabilities;
 use kernel::jobs::{RunningWorker, TaskRunner};
 use kernel::module::{BodyLimits, Deps, Module, ModuleEntry, ModuleError, build_order, mount};
 use kernel::redis::SharedRedis;
@@ -42,6 +44,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Module(#[from] ModuleError),
+    #[error("the modules cannot be composed: {0}")]
+    Composition(kernel::capability::CompositionError),
     #[error("cannot start metrics (METRICS_ENABLED): {0}")]
     Metrics(String),
 }
@@ -74,6 +78,8 @@ pub struct Composed {
     pub pool: DbPool,
     /// In list (mounting) order.
     pub modules: Vec<Arc<dyn Module>>,
+    /// What the modules lend each other.
+    pub capabilities: Capabilities,
     /// The module that runs background tasks, when one is enabled.
     pub runner: Option<Arc<dyn TaskRunner>>,
 }
@@ -81,7 +87,7 @@ pub struct Composed {
 impl Composed {
     /// Whether an identity provider is mounted (routes then declare and enforce bearer tokens).
     pub fn has_identity(&self) -> bool {
-        self.modules.iter().any(|m| m.authenticator().is_some())
+        self.capabilities.has::<dyn Authenticator>()
     }
 
     /// The built module named `name`.
@@ -90,9 +96,9 @@ impl Composed {
     }
 }
 
-/// Builds `entries` over a migrated pool: the identity provider first (every later module gets
-/// its authenticator), then the task runner (every later module gets its queue), then the rest;
-/// then every module's tasks are registered with the runner.
+/// Builds `entries` over a migrated pool, each after the providers of the capabilities it uses
+/// ([`build_order`]), each handed what the modules before it provide; then every module's tasks
+/// are registered with the task runner, when a module provides one.
 pub async fn compose(
     config: &Config,
     pool: DbPool,
@@ -100,8 +106,7 @@ pub async fn compose(
 ) -> Result<Composed, StartError> {
     let mut deps = Deps {
         pool: pool.clone(),
-        authenticator: None,
-        jobs: None,
+        capabilities: Capabilities::default(),
         http: kernel::http_client::HttpClientSettings::default().build()?,
         limits: BodyLimits {
             json: config.max_json_bytes,
@@ -110,19 +115,13 @@ pub async fn compose(
         read_cache: config.read_cache,
     };
     let mut built: Vec<(usize, Arc<dyn Module>)> = Vec::new();
-    let mut runner = None;
-    for entry in build_order(entries) {
+    for entry in build_order(entries).map_err(StartError::Composition)? {
         let module = entry.build(&config.settings, &deps).await?;
-        if let Some(authenticator) = module.authenticator() {
-            deps.authenticator = Some(authenticator);
-        }
-        if let Some(tasks) = module.task_runner() {
-            deps.jobs = Some(tasks.queue());
-            runner = Some(tasks);
-        }
+        module.provide(&mut deps.capabilities);
         let position = entries.iter().position(|e| e.name == entry.name);
         built.push((position.unwrap_or(usize::MAX), module));
     }
+    let runner = deps.get::<dyn TaskRunner>();
     built.sort_by_key(|(position, _)| *position);
     let modules: Vec<Arc<dyn Module>> = built.into_iter().map(|(_, m)| m).collect();
     for module in &modules {
@@ -146,6 +145,7 @@ pub async fn compose(
     Ok(Composed {
         pool,
         modules,
+        capabilities: deps.capabilities,
         runner,
     })
 }

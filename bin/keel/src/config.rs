@@ -1,9 +1,10 @@
 //! The server's settings, read once at start from the environment (and `.env`), with each
 //! compiled module's own settings beside them.
 
+use kernel::Authenticator;
 use kernel::ConfigError;
 use kernel::config::{list, parse, parse_in_range, var};
-use kernel::module::{Deployment, Provides, Settings};
+use kernel::module::{Deployment, Settings};
 
 use crate::modules;
 
@@ -113,7 +114,7 @@ impl Config {
         let deployment = Deployment {
             identity: compiled
                 .iter()
-                .any(|e| e.provides == Provides::Identity && self.is_enabled(e.name)),
+                .any(|e| e.provides::<dyn Authenticator>() && self.is_enabled(e.name)),
         };
         compiled
             .iter()

@@ -38,10 +38,11 @@ use std::sync::Arc;
 
 use actix_web::web;
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
-use kernel::MigrationSet;
+use kernel::capability::Use;
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
 use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use kernel::{Authenticator, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub use config::{AiConfig, PROVIDERS, ProviderSpec, StoreChoice};
@@ -95,6 +96,10 @@ fn service(
 impl BuildModule for AiModule {
     const NAME: &'static str = "ai";
     type Settings = AiConfig;
+
+    fn uses() -> Vec<Use> {
+        vec![Use::optional::<dyn Authenticator>()]
+    }
 
     fn migrations() -> Option<MigrationSet> {
         Some(MIGRATIONS)

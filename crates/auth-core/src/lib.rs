@@ -42,10 +42,11 @@ use std::sync::Arc;
 
 use actix_web::web;
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
+use kernel::capability::{Capabilities, CapabilityId};
 use kernel::health::ModuleHealth;
 use kernel::http::{describe_form_error, describe_json_error};
 use kernel::identity::Identity;
-use kernel::module::{BuildModule, Deps, Module, ModuleError, Provides};
+use kernel::module::{BuildModule, Deps, Module, ModuleError};
 use kernel::{Authenticator, DbPool, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -75,8 +76,11 @@ pub struct AuthModule {
 
 impl BuildModule for AuthModule {
     const NAME: &'static str = "auth";
-    const PROVIDES: Provides = Provides::Identity;
     type Settings = AuthConfig;
+
+    fn provides() -> Vec<CapabilityId> {
+        vec![CapabilityId::of::<dyn Authenticator>()]
+    }
 
     fn migrations() -> Option<MigrationSet> {
         Some(MIGRATIONS)
@@ -138,6 +142,12 @@ impl AuthModule {
     pub fn password_checks(&self) -> u64 {
         self.service.password_checks()
     }
+
+    /// The identity this module lends the others (its [`Capabilities`] entry): an embedder
+    /// hands it to another module with `Deps::with_authenticator`.
+    pub fn authenticator(&self) -> Arc<dyn Authenticator> {
+        Arc::new(service::TokenAuthenticator(self.service.clone()))
+    }
 }
 
 #[async_trait::async_trait]
@@ -186,8 +196,8 @@ impl Module for AuthModule {
         }
     }
 
-    fn authenticator(&self) -> Option<Arc<dyn Authenticator>> {
-        Some(Arc::new(service::TokenAuthenticator(self.service.clone())))
+    fn provide(&self, capabilities: &mut Capabilities) {
+        capabilities.provide::<dyn Authenticator>(self.authenticator());
     }
 
     async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {

@@ -40,10 +40,11 @@ use std::sync::Arc;
 
 use actix_web::web;
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
+use kernel::capability::Use;
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
 use kernel::module::{BuildModule, Deps, Module, ModuleError};
-use kernel::{DbPool, MigrationSet};
+use kernel::{Authenticator, DbPool, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub use config::{BlogConfig, Protection};
@@ -82,6 +83,10 @@ impl BuildModule for BlogModule {
     const NAME: &'static str = "blog";
     type Settings = BlogConfig;
 
+    fn uses() -> Vec<Use> {
+        vec![Use::optional::<dyn Authenticator>()]
+    }
+
     fn migrations() -> Option<MigrationSet> {
         Some(MIGRATIONS)
     }
@@ -93,7 +98,7 @@ impl BuildModule for BlogModule {
     /// Builds the module over a migrated pool. Without an authenticator only
     /// `BLOG_PROTECTION=none` is possible, and writes are open (logged).
     async fn build(config: BlogConfig, deps: &Deps) -> Result<Self, ModuleError> {
-        let auth_mounted = deps.authenticator.is_some();
+        let auth_mounted = deps.authenticator().is_some();
         if let Err(e) = config.check(auth_mounted) {
             tracing::warn!(error = %e, "falling back to BLOG_PROTECTION=none");
         }

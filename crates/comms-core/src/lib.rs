@@ -45,10 +45,11 @@ use std::sync::Arc;
 
 use actix_web::web;
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
-use kernel::MigrationSet;
+use kernel::capability::Use;
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
 use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use kernel::{Authenticator, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub use config::CommsConfig;
@@ -83,6 +84,10 @@ impl BuildModule for CommsModule {
     const NAME: &'static str = "comms";
     type Settings = CommsConfig;
 
+    fn uses() -> Vec<Use> {
+        vec![Use::optional::<dyn Authenticator>()]
+    }
+
     fn migrations() -> Option<MigrationSet> {
         Some(MIGRATIONS)
     }
@@ -103,7 +108,7 @@ impl BuildModule for CommsModule {
                 );
             }
         }
-        if deps.authenticator.is_none() {
+        if deps.authenticator().is_none() {
             tracing::warn!("comms sends are open to anyone: the auth module is not mounted");
         }
         let email = Arc::new(Resend::new(

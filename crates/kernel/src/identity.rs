@@ -138,6 +138,10 @@ pub trait Authenticator: Send + Sync {
     }
 }
 
+impl crate::capability::Capability for dyn Authenticator {
+    const NAME: &'static str = "an authenticator (identity)";
+}
+
 /// The bearer token of a request (`Authorization: Bearer <token>`; the scheme is case-insensitive).
 pub fn bearer_token(req: &HttpRequest) -> Option<&str> {
     let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;

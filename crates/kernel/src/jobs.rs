@@ -161,3 +161,11 @@ pub trait TaskRunner: Send + Sync {
     /// SIGINT.
     async fn run_worker(&self, queues: &[String]) -> Result<(), String>;
 }
+
+impl crate::capability::Capability for dyn JobQueue {
+    const NAME: &'static str = "a job queue";
+}
+
+impl crate::capability::Capability for dyn TaskRunner {
+    const NAME: &'static str = "a task runner";
+}

@@ -1,12 +1,13 @@
 //! Shared plumbing of Keel's modules.
 //!
 //! Module crates depend on this crate only, never on each other. What one module needs from another
-//! crosses through a trait defined here: [`identity::Authenticator`] (implemented by auth-core) and
-//! [`jobs::JobQueue`] (implemented by tasks-core). How a module plugs into the server is
-//! [`module`]: the [`Module`] trait, the dependencies every module is built with ([`Deps`]), and
-//! the list entry a server loops over.
+//! crosses as a capability ([`capability`]): a trait defined here, such as
+//! [`identity::Authenticator`] or [`jobs::JobQueue`], that one module provides and others use. How
+//! a module plugs into the server is [`module`]: the [`Module`] trait, the dependencies every
+//! module is built with ([`Deps`]), and the list entry a server loops over.
 
 pub mod cache;
+pub mod capability;
 pub mod config;
 pub mod crypto;
 pub mod db;

@@ -4,10 +4,10 @@
 //! A server composes modules by looping over a list of [`ModuleEntry`] values (one per compiled
 //! module, made with [`entry`]): it loads each module's settings, runs its migrations, builds it
 //! with the shared dependencies, mounts its routes, asks it for health and readiness, and
-//! registers the background tasks it declares with the module that runs tasks. Build order is
-//! fixed by what a module provides ([`Provides`]): the identity provider first, so that every
-//! other module receives the authenticator; then the task runner, so that every later module
-//! receives the job queue; then the rest in list order.
+//! registers the background tasks it declares with the module that runs tasks. What modules lend
+//! each other crosses as capabilities ([`crate::capability`]): each module declares what it
+//! provides and uses, the build order follows from that ([`build_order`]: providers first), and
+//! each module finds what the modules before it provided in its [`Deps`].
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -20,9 +20,10 @@ use actix_web::web;
 use utoipa_actix_web::UtoipaApp;
 use utoipa_actix_web::service_config::ServiceConfig;
 
+use crate::capability::{Capabilities, Capability, CapabilityId, CompositionError, Declared, Use};
 use crate::health::ModuleHealth;
 use crate::identity::{Authenticator, Identity};
-use crate::jobs::{JobQueue, TaskDef, TaskRunner};
+use crate::jobs::TaskDef;
 use crate::redis::SharedRedis;
 use crate::{ConfigError, DbPool, MigrationSet};
 
@@ -46,11 +47,9 @@ impl Default for BodyLimits {
 pub struct Deps {
     /// The database, migrated for the module.
     pub pool: DbPool,
-    /// Resolves bearer tokens; `None` when no identity provider (the auth module) is mounted:
-    /// the module is then open by design.
-    pub authenticator: Option<Arc<dyn Authenticator>>,
-    /// Enqueues background tasks; `None` when no task runner (the tasks module) is mounted.
-    pub jobs: Option<Arc<dyn JobQueue>>,
+    /// What the modules built before this one provide (see [`crate::capability`]): read with
+    /// [`Deps::get`].
+    pub capabilities: Capabilities,
     /// The shared HTTP client for provider calls (see [`crate::http_client`]).
     pub http: reqwest::Client,
     /// Body limits.
@@ -63,13 +62,11 @@ pub struct Deps {
 }
 
 impl Deps {
-    /// Dependencies with no identity provider, no job queue, no Redis and default limits: a
-    /// module used alone.
+    /// Dependencies with no capability, no Redis and default limits: a module used alone.
     pub fn new(pool: DbPool) -> Result<Deps, ConfigError> {
         Ok(Deps {
             pool,
-            authenticator: None,
-            jobs: None,
+            capabilities: Capabilities::default(),
             http: crate::http_client::HttpClientSettings::default().build()?,
             limits: BodyLimits::default(),
             redis: SharedRedis::none(),
@@ -77,16 +74,33 @@ impl Deps {
         })
     }
 
-    /// The same dependencies with an identity provider.
-    pub fn with_authenticator(mut self, authenticator: Arc<dyn Authenticator>) -> Deps {
-        self.authenticator = Some(authenticator);
+    /// Capability `C`, when a module built before provides it.
+    pub fn get<C: Capability + ?Sized>(&self) -> Option<Arc<C>> {
+        self.capabilities.get::<C>()
+    }
+
+    /// The same dependencies with capability `C` (an embedder lending a module what another
+    /// module would: `deps.with::<dyn Authenticator>(auth.authenticator())`).
+    pub fn with<C: Capability + ?Sized>(mut self, value: Arc<C>) -> Deps {
+        self.capabilities.provide::<C>(value);
         self
+    }
+
+    /// The same dependencies with an identity provider.
+    pub fn with_authenticator(self, authenticator: Arc<dyn Authenticator>) -> Deps {
+        self.with::<dyn Authenticator>(authenticator)
+    }
+
+    /// The authenticator, when an identity provider is mounted; `None` makes the module open
+    /// by design.
+    pub fn authenticator(&self) -> Option<Arc<dyn Authenticator>> {
+        self.get::<dyn Authenticator>()
     }
 
     /// The identity of the module's routes, to register as app data of its scope (the
     /// [`crate::identity`] extractors read it).
     pub fn identity(&self) -> web::Data<Identity> {
-        Identity::new(self.authenticator.clone())
+        Identity::new(self.authenticator())
     }
 }
 
@@ -105,18 +119,6 @@ impl ModuleError {
             message: message.to_string(),
         }
     }
-}
-
-/// What a module provides to the others, which fixes the build order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub enum Provides {
-    /// The identity provider: built first; its [`Module::authenticator`] goes to every other.
-    Identity,
-    /// The task runner: built next; its [`Module::task_runner`] takes every module's tasks.
-    Tasks,
-    /// Nothing the others need.
-    #[default]
-    Nothing,
 }
 
 /// A built module, as the server sees it.
@@ -162,14 +164,10 @@ pub trait Module: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// The identity provider's authenticator.
-    fn authenticator(&self) -> Option<Arc<dyn Authenticator>> {
-        None
-    }
-
-    /// The task runner's queue and workers.
-    fn task_runner(&self) -> Option<Arc<dyn TaskRunner>> {
-        None
+    /// Puts the capabilities this module provides (those of [`BuildModule::provides`]) into
+    /// `capabilities`, for the modules built after it.
+    fn provide(&self, capabilities: &mut Capabilities) {
+        let _ = capabilities;
     }
 
     /// Runs one of the module's command-line commands (declared by
@@ -184,8 +182,6 @@ pub trait Module: Send + Sync + 'static {
 pub trait BuildModule: Module + Sized {
     /// The module's name in `KEEL_MODULES`.
     const NAME: &'static str;
-    /// What the module provides to the others.
-    const PROVIDES: Provides = Provides::Nothing;
 
     /// The module's settings.
     type Settings: ModuleConfig;
@@ -197,6 +193,17 @@ pub trait BuildModule: Module + Sized {
 
     /// Its command-line commands (`keel <command> ...`).
     fn commands() -> Vec<clap::Command> {
+        Vec::new()
+    }
+
+    /// The capabilities it lends the others ([`Module::provide`] puts them in the registry):
+    /// `vec![CapabilityId::of::<dyn Authenticator>()]`.
+    fn provides() -> Vec<CapabilityId> {
+        Vec::new()
+    }
+
+    /// The capabilities it uses, required or optional: built after their providers.
+    fn uses() -> Vec<Use> {
         Vec::new()
     }
 
@@ -238,7 +245,8 @@ type BuildFuture<'a> = Pin<Box<dyn Future<Output = Result<Arc<dyn Module>, Modul
 #[derive(Clone, Copy)]
 pub struct ModuleEntry {
     pub name: &'static str,
-    pub provides: Provides,
+    provided: fn() -> Vec<CapabilityId>,
+    used: fn() -> Vec<Use>,
     pub migrations: Option<MigrationSet>,
     pub commands: fn() -> Vec<clap::Command>,
     load: fn(&mut Settings) -> Result<(), ConfigError>,
@@ -251,7 +259,8 @@ pub struct ModuleEntry {
 pub fn entry<M: BuildModule>() -> ModuleEntry {
     ModuleEntry {
         name: M::NAME,
-        provides: M::PROVIDES,
+        provided: M::provides,
+        used: M::uses,
         migrations: M::migrations(),
         commands: M::commands,
         load: |settings| {
@@ -276,6 +285,19 @@ pub fn entry<M: BuildModule>() -> ModuleEntry {
 }
 
 impl ModuleEntry {
+    /// Whether this module provides capability `C`.
+    pub fn provides<C: Capability + ?Sized>(&self) -> bool {
+        (self.provided)().contains(&CapabilityId::of::<C>())
+    }
+
+    /// Its declarations, as [`crate::capability::build_order`] reads them.
+    pub fn declared(&self) -> Declared {
+        Declared {
+            module: self.name,
+            provides: (self.provided)(),
+            uses: (self.used)(),
+        }
+    }
     /// Reads this module's settings from the environment into `settings`.
     pub fn load_settings(&self, settings: &mut Settings) -> Result<(), ConfigError> {
         (self.load)(settings)
@@ -308,9 +330,11 @@ impl ModuleEntry {
 
 impl std::fmt::Debug for ModuleEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let declared = self.declared();
         f.debug_struct("ModuleEntry")
             .field("name", &self.name)
-            .field("provides", &self.provides)
+            .field("provides", &declared.provides)
+            .field("uses", &declared.uses)
             .finish_non_exhaustive()
     }
 }
@@ -345,11 +369,15 @@ where
     app
 }
 
-/// The entries in build order: the identity provider, the task runner, then the rest as listed.
-pub fn build_order(entries: &[ModuleEntry]) -> Vec<ModuleEntry> {
-    let mut ordered = entries.to_vec();
-    ordered.sort_by_key(|e| e.provides);
-    ordered
+/// The entries in build order: every module after the providers of the capabilities it uses,
+/// otherwise as listed. A required capability no entry provides, two providers of one
+/// capability, or a cycle is an error naming the modules.
+pub fn build_order(entries: &[ModuleEntry]) -> Result<Vec<ModuleEntry>, CompositionError> {
+    let declared: Vec<Declared> = entries.iter().map(ModuleEntry::declared).collect();
+    Ok(crate::capability::build_order(&declared)?
+        .into_iter()
+        .map(|i| entries[i])
+        .collect())
 }
 
 trait AnySetting: Any + Send + Sync + std::fmt::Debug {
@@ -512,16 +540,6 @@ mod tests {
             Demo { level: 1 }
                 .production_problems(&Deployment::default())
                 .is_empty()
-        );
-    }
-
-    #[test]
-    fn providers_are_built_first() {
-        let mut ranks = [Provides::Nothing, Provides::Tasks, Provides::Identity];
-        ranks.sort();
-        assert_eq!(
-            ranks,
-            [Provides::Identity, Provides::Tasks, Provides::Nothing]
         );
     }
 }

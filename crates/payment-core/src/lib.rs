@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use actix_web::web;
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
+use kernel::Authenticator;
 use kernel::MigrationSet;
+use kernel::capability::Use;
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
 use kernel::jobs::TaskDef;
@@ -49,6 +51,10 @@ pub struct PaymentModule {
 impl BuildModule for PaymentModule {
     const NAME: &'static str = "payment";
     type Settings = PaymentConfig;
+
+    fn uses() -> Vec<Use> {
+        vec![Use::optional::<dyn Authenticator>()]
+    }
 
     fn migrations() -> Option<MigrationSet> {
         Some(MIGRATIONS)

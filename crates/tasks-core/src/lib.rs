@@ -38,10 +38,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::web;
+use kernel::Authenticator;
+use kernel::capability::{Capabilities, CapabilityId, Use};
 use kernel::health::{HealthStatus, ModuleHealth};
 use kernel::identity::Identity;
 use kernel::jobs::{JobError, JobQueue, RunningWorker, TaskDef, TaskFn, TaskKind, TaskRunner};
-use kernel::module::{BuildModule, Deps, Module, ModuleError, Provides};
+use kernel::module::{BuildModule, Deps, Module, ModuleError};
 
 #[cfg(feature = "testing")]
 pub mod backend;
@@ -90,8 +92,18 @@ pub struct TasksModule {
 
 impl BuildModule for TasksModule {
     const NAME: &'static str = "tasks";
-    const PROVIDES: Provides = Provides::Tasks;
     type Settings = TasksConfig;
+
+    fn provides() -> Vec<CapabilityId> {
+        vec![
+            CapabilityId::of::<dyn TaskRunner>(),
+            CapabilityId::of::<dyn JobQueue>(),
+        ]
+    }
+
+    fn uses() -> Vec<Use> {
+        vec![Use::optional::<dyn Authenticator>()]
+    }
 
     fn commands() -> Vec<clap::Command> {
         vec![cli::command()]
@@ -341,8 +353,10 @@ impl Module for TasksModule {
         }
     }
 
-    fn task_runner(&self) -> Option<Arc<dyn TaskRunner>> {
-        Some(Arc::new(self.clone()))
+    fn provide(&self, capabilities: &mut Capabilities) {
+        let runner: Arc<dyn TaskRunner> = Arc::new(self.clone());
+        capabilities.provide::<dyn JobQueue>(runner.queue());
+        capabilities.provide::<dyn TaskRunner>(runner);
     }
 
     /// Every queue's depth; a queue whose backend does not answer within two seconds keeps its
