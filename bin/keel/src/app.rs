@@ -121,6 +121,7 @@ pub async fn compose(
         let position = entries.iter().position(|e| e.name == entry.name);
         built.push((position.unwrap_or(usize::MAX), module));
     }
+    deps.capabilities.seal();
     let runner = deps.get::<dyn TaskRunner>();
     built.sort_by_key(|(position, _)| *position);
     let modules: Vec<Arc<dyn Module>> = built.into_iter().map(|(_, m)| m).collect();

@@ -9,10 +9,16 @@
 //! ([`build_order`]): providers before users, a missing required capability or a cycle is a start
 //! error naming the modules. Neither the registry nor the composer names a module or a capability:
 //! a new capability is a trait and one `impl Capability`, nothing else.
+//!
+//! Two modules may lend each other something (auth gives comms its authenticator, comms gives
+//! auth its mailer). One side of such a pair then uses its capability *late* ([`Use::late`]): it
+//! imposes no build order, and the module holds a [`Late`] handle that answers once every module
+//! is built ([`Capabilities::seal`]), that is, by the time any request is served.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::marker::PhantomData;
+use std::sync::{Arc, OnceLock};
 
 /// A trait object type that modules lend each other: `impl Capability for dyn MyTrait`.
 pub trait Capability: Send + Sync + 'static {
@@ -36,35 +42,84 @@ impl CapabilityId {
     }
 }
 
-/// A capability a module uses: required (the module cannot start without it) or optional.
+/// A capability a module uses: required (the module cannot start without it) or optional; at
+/// build (its provider is built first) or late (once every module is built, see [`Late`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Use {
     pub capability: CapabilityId,
     pub required: bool,
+    pub late: bool,
 }
 
 impl Use {
-    /// The module works without it (and differently with it).
+    /// The module works without it (and differently with it); read at build with
+    /// [`crate::Deps::get`].
     pub fn optional<C: Capability + ?Sized>() -> Use {
         Use {
             capability: CapabilityId::of::<C>(),
             required: false,
+            late: false,
         }
     }
 
-    /// The module cannot start without it.
+    /// The module cannot start without it; read at build with [`crate::Deps::get`].
     pub fn required<C: Capability + ?Sized>() -> Use {
         Use {
-            capability: CapabilityId::of::<C>(),
             required: true,
+            ..Use::optional::<C>()
+        }
+    }
+
+    /// Optional, and read when requests are served, through a [`Late`] handle
+    /// ([`crate::Deps::late`]): no build order, so its provider may use this module in turn.
+    pub fn late<C: Capability + ?Sized>() -> Use {
+        Use {
+            late: true,
+            ..Use::optional::<C>()
         }
     }
 }
 
-/// The capabilities provided so far, by type.
+type Registry = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
+
+fn lookup<C: Capability + ?Sized>(registry: &Registry) -> Option<Arc<C>> {
+    registry
+        .get(&TypeId::of::<C>())
+        .and_then(|value| value.downcast_ref::<Arc<C>>())
+        .cloned()
+}
+
+/// A capability used late: empty until every module is built ([`Capabilities::seal`]), then the
+/// provider's, if a module provides it.
+pub struct Late<C: ?Sized> {
+    complete: Arc<OnceLock<Registry>>,
+    _capability: PhantomData<fn() -> Arc<C>>,
+}
+
+impl<C: Capability + ?Sized> Late<C> {
+    /// The capability, once every module is built and when one provides it.
+    pub fn get(&self) -> Option<Arc<C>> {
+        lookup::<C>(self.complete.get()?)
+    }
+}
+
+impl<C: ?Sized> Clone for Late<C> {
+    fn clone(&self) -> Self {
+        Late {
+            complete: self.complete.clone(),
+            _capability: PhantomData,
+        }
+    }
+}
+
+/// The capabilities provided so far, by type. Clones share the late handles: [`seal`] completes
+/// every [`Late`] made from the registry or any of its clones, with what the sealed one holds.
+///
+/// [`seal`]: Capabilities::seal
 #[derive(Clone, Default)]
 pub struct Capabilities {
-    by_type: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    by_type: Registry,
+    complete: Arc<OnceLock<Registry>>,
 }
 
 impl Capabilities {
@@ -75,14 +130,25 @@ impl Capabilities {
 
     /// Capability `C`, when a module provides it.
     pub fn get<C: Capability + ?Sized>(&self) -> Option<Arc<C>> {
-        self.by_type
-            .get(&TypeId::of::<C>())
-            .and_then(|value| value.downcast_ref::<Arc<C>>())
-            .cloned()
+        lookup::<C>(&self.by_type)
     }
 
     pub fn has<C: Capability + ?Sized>(&self) -> bool {
         self.by_type.contains_key(&TypeId::of::<C>())
+    }
+
+    /// A handle on capability `C` that answers once [`seal`](Capabilities::seal) is called.
+    pub fn late<C: Capability + ?Sized>(&self) -> Late<C> {
+        Late {
+            complete: self.complete.clone(),
+            _capability: PhantomData,
+        }
+    }
+
+    /// Every module is built: the [`Late`] handles answer from now on with what is provided
+    /// now. Only the first call counts.
+    pub fn seal(&self) {
+        let _ = self.complete.set(self.by_type.clone());
     }
 }
 
@@ -147,7 +213,7 @@ pub fn build_order(modules: &[Declared]) -> Result<Vec<usize>, CompositionError>
         let mut needs = Vec::new();
         for used in &module.uses {
             match provider.get(&used.capability) {
-                Some(&p) if modules[p].module != module.module => {
+                Some(&p) if modules[p].module != module.module && !used.late => {
                     needs.push((p, used.capability.name))
                 }
                 Some(_) => {}
@@ -229,6 +295,21 @@ mod tests {
         assert!(copy.get::<dyn Greeter>().is_some());
     }
 
+    #[test]
+    fn late_handles_answer_once_sealed_with_what_was_provided_by_then() {
+        let mut registry = Capabilities::default();
+        let early = registry.late::<dyn Greeter>();
+        // A module built before the provider keeps a copy of the registry of its time.
+        let copy_before = registry.clone();
+        registry.provide::<dyn Greeter>(Arc::new(English));
+        assert!(early.get().is_none(), "not sealed yet");
+        registry.seal();
+        assert_eq!(early.get().map(|g| g.hello()), Some("hello"));
+        let from_copy = copy_before.late::<dyn Greeter>();
+        assert_eq!(from_copy.get().map(|g| g.hello()), Some("hello"));
+        assert!(registry.late::<dyn Counter>().get().is_none());
+    }
+
     fn module(name: &'static str, provides: &[CapabilityId], uses: &[Use]) -> Declared {
         Declared {
             module: name,
@@ -281,6 +362,12 @@ mod tests {
                     .to_owned()
             )
         );
+        // One late use breaks the cycle: comms is built first, auth finds its counter late.
+        let broken = [
+            module("auth", &[greeter], &[Use::late::<dyn Counter>()]),
+            module("comms", &[counter], &[Use::optional::<dyn Greeter>()]),
+        ];
+        assert_eq!(build_order(&broken), Ok(vec![0, 1]));
         let twice = [module("a", &[greeter], &[]), module("b", &[greeter], &[])];
         assert!(matches!(
             build_order(&twice),

@@ -79,6 +79,13 @@ impl Deps {
         self.capabilities.get::<C>()
     }
 
+    /// A handle on capability `C` for a late use ([`Use::late`]): it answers once every module
+    /// is built. An embedder that builds modules by hand calls `deps.capabilities.seal()` when
+    /// it has built them all.
+    pub fn late<C: Capability + ?Sized>(&self) -> crate::capability::Late<C> {
+        self.capabilities.late::<C>()
+    }
+
     /// The same dependencies with capability `C` (an embedder lending a module what another
     /// module would: `deps.with::<dyn Authenticator>(auth.authenticator())`).
     pub fn with<C: Capability + ?Sized>(mut self, value: Arc<C>) -> Deps {
