@@ -7,7 +7,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, get, patch, post, web};
 use kernel::db::run_detached;
-use kernel::identity::{AuthFailure, MinRole, bearer_token, roles};
+use kernel::identity::{AuthFailure, Caller, bearer_token, need};
 use kernel::pagination::PageParams;
 use kernel::{ApiError, FieldError, Role};
 use serde::{Deserialize, Serialize};
@@ -45,10 +45,9 @@ impl AuthState {
 }
 
 /// The administrator behind an admin route (always present: this module is its own identity).
-fn admin_id(admin: &MinRole<roles::Admin>) -> Result<i64, ApiError> {
+fn admin_id(admin: &Caller<need::Admin>) -> Result<i64, ApiError> {
     admin
-        .principal()
-        .map(|p| p.user_id)
+        .user_id()
         .ok_or_else(|| AuthFailure::NotAuthenticated.into())
 }
 
@@ -278,7 +277,7 @@ pub async fn me(
 )]
 #[get("/users")]
 pub async fn list_users(
-    admin: MinRole<roles::Admin>,
+    admin: Caller<need::Admin>,
     state: web::Data<AuthState>,
     query: web::Query<PageParams>,
 ) -> Result<web::Json<UserListResponse>, ApiError> {
@@ -308,7 +307,7 @@ pub async fn list_users(
 )]
 #[patch("/users/{user_id}")]
 pub async fn update_user(
-    admin: MinRole<roles::Admin>,
+    admin: Caller<need::Admin>,
     state: web::Data<AuthState>,
     path: web::Path<i64>,
     body: Result<kernel::http::Json<UserUpdate>, actix_web::Error>,

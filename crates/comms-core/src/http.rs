@@ -6,7 +6,7 @@ use std::sync::Arc;
 use actix_web::{HttpMessage as _, HttpRequest, get, post, web};
 use kernel::ApiError;
 use kernel::db::run_detached;
-use kernel::identity::ActiveUser;
+use kernel::identity::{self, Access, need};
 use kernel::pagination::PageParams;
 use kernel::{Role, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -276,14 +276,18 @@ pub struct WebhookResponse {
     pub applied: bool,
 }
 
-/// The sender of a send, and who may read which messages.
-fn sender(user: &ActiveUser) -> Option<i64> {
-    user.0.as_ref().map(|p| p.user_id)
+/// The sends and the message log need an active user when auth is mounted (they spend money).
+type Sender = identity::Caller<need::User>;
+
+/// The sender of a send, and who may read which messages: an administrator (or anyone on an open
+/// deployment) every message, any other user their own.
+fn sender(access: &Access) -> Option<i64> {
+    access.user_id()
 }
 
-fn viewer(user: &ActiveUser) -> Viewer {
-    match &user.0 {
-        Some(p) if p.role != Role::Admin => Viewer::User(p.user_id),
+fn viewer(access: &Access) -> Viewer {
+    match access.user_id() {
+        Some(id) if !access.has_role(Role::Admin) => Viewer::User(id),
         _ => Viewer::All,
     }
 }
@@ -302,7 +306,7 @@ fn viewer(user: &ActiveUser) -> Viewer {
 )]
 #[post("/email/send")]
 pub async fn send_email(
-    user: ActiveUser,
+    user: Sender,
     state: web::Data<CommsState>,
     body: kernel::http::Json<EmailSendRequest>,
 ) -> Result<web::Json<EmailSendResponse>, ApiError> {
@@ -348,7 +352,7 @@ pub async fn send_email(
 )]
 #[post("/sms/send")]
 pub async fn send_sms(
-    user: ActiveUser,
+    user: Sender,
     state: web::Data<CommsState>,
     body: kernel::http::Json<SmsSendRequest>,
 ) -> Result<web::Json<SmsSendResponse>, ApiError> {
@@ -384,7 +388,7 @@ pub async fn send_sms(
 )]
 #[post("/call/make")]
 pub async fn make_call(
-    user: ActiveUser,
+    user: Sender,
     state: web::Data<CommsState>,
     body: kernel::http::Json<CallMakeRequest>,
 ) -> Result<web::Json<CallMakeResponse>, ApiError> {
@@ -418,7 +422,7 @@ pub async fn make_call(
 )]
 #[get("/messages")]
 pub async fn list_messages(
-    user: ActiveUser,
+    user: Sender,
     state: web::Data<CommsState>,
     page: web::Query<PageParams>,
     query: web::Query<MessageQuery>,
@@ -459,7 +463,7 @@ pub async fn list_messages(
 )]
 #[get("/messages/{message_id}")]
 pub async fn get_message(
-    user: ActiveUser,
+    user: Sender,
     state: web::Data<CommsState>,
     id: web::Path<i64>,
 ) -> Result<web::Json<MessageResponse>, ApiError> {

@@ -1,11 +1,13 @@
 //! Identity across modules: the caller as a [`Principal`], resolved from a bearer token by an
-//! [`Authenticator`] (implemented by auth-core). Modules never import auth-core: they receive an
-//! `Option<Arc<dyn Authenticator>>` at build (`None` when the auth module is not mounted: the
-//! module is then open by design), register it as [`Identity`] app data of their routes
-//! ([`crate::module::Deps::identity`]), and use the extractors [`ActiveUser`], [`MinRole`] and
-//! [`OptionalUser`].
+//! [`Authenticator`] (a capability, provided by auth-core). Modules never import auth-core: they
+//! find the authenticator in their `Deps` at build (none when no identity provider is mounted:
+//! the module is then open by design), register it as [`Identity`] app data of their routes
+//! ([`crate::module::Deps::identity`]), and see each caller as one [`Access`] (a user, anonymous,
+//! or an open deployment) through the [`Caller`] extractor and its requirement markers
+//! ([`need`]).
 
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -75,15 +77,6 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// 403 `Insufficient permissions` unless the caller has one of `roles`.
-    pub fn require_role(&self, roles: &[Role]) -> Result<(), ApiError> {
-        if roles.contains(&self.role) {
-            Ok(())
-        } else {
-            Err(ApiError::forbidden(INSUFFICIENT_PERMISSIONS))
-        }
-    }
-
     /// The name shown for this user: the full name, else the e-mail address.
     pub fn display_name(&self) -> &str {
         self.full_name.as_deref().unwrap_or(&self.email)
@@ -164,25 +157,6 @@ impl Identity {
     pub fn is_enabled(&self) -> bool {
         self.0.is_some()
     }
-
-    /// The active user behind the request's bearer token; 401 with the spec's texts otherwise.
-    /// `Ok(None)` when auth is not mounted.
-    pub async fn caller(&self, req: &HttpRequest) -> Result<Option<Principal>, ApiError> {
-        let Some(authenticator) = &self.0 else {
-            return Ok(None);
-        };
-        let token = bearer_token(req).ok_or(AuthFailure::NotAuthenticated)?;
-        Ok(Some(resolve(authenticator, token).await?))
-    }
-
-    /// Like [`Identity::caller`], but a request without a token is anonymous (`Ok(None)`) rather
-    /// than an error. A token that is sent must be valid.
-    pub async fn optional_caller(&self, req: &HttpRequest) -> Result<Option<Principal>, ApiError> {
-        match (&self.0, bearer_token(req)) {
-            (Some(authenticator), Some(token)) => Ok(Some(resolve(authenticator, token).await?)),
-            _ => Ok(None),
-        }
-    }
 }
 
 /// Resolves a token on a task of its own: actix extracts a handler's arguments together and drops
@@ -212,107 +186,145 @@ fn identity_of(req: &HttpRequest) -> Result<web::Data<Identity>, ApiError> {
         })
 }
 
-/// The active caller of a request on a module built with `identity`; `None` when the module is
-/// open (built without an authenticator).
-async fn active_caller(
-    req: &HttpRequest,
-    min: Option<Role>,
-) -> Result<Option<Principal>, ApiError> {
-    let Some(principal) = identity_of(req)?.caller(req).await? else {
-        return Ok(None);
-    };
-    if !principal.is_active {
-        return Err(AuthFailure::Inactive.into());
-    }
-    if let Some(min) = min
-        && principal.role < min
-    {
-        return Err(ApiError::forbidden(INSUFFICIENT_PERMISSIONS));
-    }
-    Ok(Some(principal))
+/// Who calls: the one view of the caller that handlers get, through [`Caller`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// An authenticated, active user.
+    User(Principal),
+    /// No bearer token, while an identity provider is mounted.
+    Anonymous,
+    /// No identity provider is mounted: the module is open by design.
+    Open,
 }
 
-/// Extractor: the active user behind the request's bearer token, 401 with the spec's texts
-/// otherwise (`Not authenticated`, `Could not validate credentials`, `Inactive user`). On a
-/// module built without an authenticator the endpoint is open by design: `ActiveUser(None)`.
-///
-/// Put identity extractors first among a handler's arguments, so that a request without a
-/// token is refused before its body is read.
-pub struct ActiveUser(pub Option<Principal>);
+/// What a route needs of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Anyone; a token that is sent must still be valid and its user active.
+    Anyone,
+    /// An active user (or an open deployment).
+    User,
+    /// An active user with at least this role (or an open deployment).
+    Role(Role),
+}
 
-impl FromRequest for ActiveUser {
-    type Error = ApiError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+impl Access {
+    /// The caller of `req`: its bearer token's active user, anonymous without a token, open
+    /// when the module was built without an identity provider. A token that is sent must be
+    /// valid and its user active (401 with the spec's texts otherwise).
+    pub async fn of(req: &HttpRequest) -> Result<Access, ApiError> {
+        let identity = identity_of(req)?;
+        let Some(authenticator) = &identity.0 else {
+            return Ok(Access::Open);
+        };
+        let Some(token) = bearer_token(req) else {
+            return Ok(Access::Anonymous);
+        };
+        let principal = resolve(authenticator, token).await?;
+        if !principal.is_active {
+            return Err(AuthFailure::Inactive.into());
+        }
+        Ok(Access::User(principal))
+    }
 
-    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let req = req.clone();
-        Box::pin(async move { Ok(ActiveUser(active_caller(&req, None).await?)) })
+    /// The user, when the caller is one.
+    pub fn user(&self) -> Option<&Principal> {
+        match self {
+            Access::User(principal) => Some(principal),
+            Access::Anonymous | Access::Open => None,
+        }
+    }
+
+    pub fn user_id(&self) -> Option<i64> {
+        self.user().map(|p| p.user_id)
+    }
+
+    /// Whether no identity provider is mounted.
+    pub fn is_open(&self) -> bool {
+        *self == Access::Open
+    }
+
+    /// Whether the caller has at least `role`; an open deployment has every role.
+    pub fn has_role(&self, role: Role) -> bool {
+        match self {
+            Access::User(principal) => principal.role >= role,
+            Access::Anonymous => false,
+            Access::Open => true,
+        }
+    }
+
+    /// `Ok` when the caller meets `need`; 401 `Not authenticated` for an anonymous caller of a
+    /// route that needs a user, 403 `Insufficient permissions` for a user below the role.
+    pub fn check(&self, need: Need) -> Result<(), ApiError> {
+        match (need, self) {
+            (Need::Anyone, _) | (_, Access::Open) => Ok(()),
+            (_, Access::Anonymous) => Err(AuthFailure::NotAuthenticated.into()),
+            (Need::User, Access::User(_)) => Ok(()),
+            (Need::Role(role), caller) if caller.has_role(role) => Ok(()),
+            (Need::Role(_), Access::User(_)) => Err(ApiError::forbidden(INSUFFICIENT_PERMISSIONS)),
+        }
     }
 }
 
-/// A minimum role, for [`MinRole`].
-pub trait RoleBound {
-    const ROLE: Role;
+/// What a [`Caller`] extractor needs: the markers of [`need`].
+pub trait Requirement {
+    const NEED: Need;
 }
 
-/// The role markers of [`MinRole`]: `MinRole<roles::Admin>`, `MinRole<roles::Moderator>`.
-pub mod roles {
-    use super::{Role, RoleBound};
+/// The requirement markers of [`Caller`]: `Caller<need::User>`, `Caller<need::Admin>`, ...
+pub mod need {
+    use super::{Need, Requirement, Role};
 
-    /// Administrators only.
-    pub struct Admin;
-    /// Moderators and administrators.
+    /// Anyone (a sent token must be valid).
+    pub struct Anyone;
+    /// An active user.
+    pub struct User;
+    /// A moderator or an administrator.
     pub struct Moderator;
+    /// An administrator.
+    pub struct Admin;
 
-    impl RoleBound for Admin {
-        const ROLE: Role = Role::Admin;
+    impl Requirement for Anyone {
+        const NEED: Need = Need::Anyone;
     }
-
-    impl RoleBound for Moderator {
-        const ROLE: Role = Role::Moderator;
+    impl Requirement for User {
+        const NEED: Need = Need::User;
     }
-}
-
-/// Extractor: like [`ActiveUser`], and the user's role must be at least `R::ROLE` (403
-/// `Insufficient permissions` otherwise). Open (`None`) on a module built without an
-/// authenticator.
-pub struct MinRole<R: RoleBound>(pub Option<Principal>, std::marker::PhantomData<R>);
-
-impl<R: RoleBound> MinRole<R> {
-    pub fn principal(&self) -> Option<&Principal> {
-        self.0.as_ref()
+    impl Requirement for Moderator {
+        const NEED: Need = Need::Role(Role::Moderator);
+    }
+    impl Requirement for Admin {
+        const NEED: Need = Need::Role(Role::Admin);
     }
 }
 
-impl<R: RoleBound + 'static> FromRequest for MinRole<R> {
+/// Extractor: the caller ([`Access`]), refused unless it meets `R` (401 `Not authenticated`,
+/// `Could not validate credentials` or `Inactive user`; 403 `Insufficient permissions`). On a
+/// module built without an identity provider every route is open: the caller is
+/// [`Access::Open`] and passes every requirement.
+///
+/// Put it first among a handler's arguments, so that a caller who may not call is refused
+/// before the body is read.
+pub struct Caller<R: Requirement = need::Anyone>(pub Access, PhantomData<R>);
+
+impl<R: Requirement> std::ops::Deref for Caller<R> {
+    type Target = Access;
+
+    fn deref(&self) -> &Access {
+        &self.0
+    }
+}
+
+impl<R: Requirement + 'static> FromRequest for Caller<R> {
     type Error = ApiError;
     type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
-            let principal = active_caller(&req, Some(R::ROLE)).await?;
-            Ok(MinRole(principal, std::marker::PhantomData))
-        })
-    }
-}
-
-/// Extractor: the user behind a bearer token when one is sent (it must then be valid and
-/// active), `None` for an anonymous request or on a module built without an authenticator.
-pub struct OptionalUser(pub Option<Principal>);
-
-impl FromRequest for OptionalUser {
-    type Error = ApiError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
-
-    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let req = req.clone();
-        Box::pin(async move {
-            let principal = identity_of(&req)?.optional_caller(&req).await?;
-            if principal.as_ref().is_some_and(|p| !p.is_active) {
-                return Err(AuthFailure::Inactive.into());
-            }
-            Ok(OptionalUser(principal))
+            let access = Access::of(&req).await?;
+            access.check(R::NEED)?;
+            Ok(Caller(access, PhantomData))
         })
     }
 }
@@ -368,15 +380,15 @@ mod tests {
                 .app_data(identity)
                 .route(
                     "/active",
-                    web::get().to(|_: ActiveUser| async { HttpResponse::Ok().finish() }),
+                    web::get().to(|_: Caller<need::User>| async { HttpResponse::Ok().finish() }),
                 )
                 .route(
                     "/admin",
-                    web::get().to(|_: MinRole<roles::Admin>| async { HttpResponse::Ok().finish() }),
+                    web::get().to(|_: Caller<need::Admin>| async { HttpResponse::Ok().finish() }),
                 )
                 .route(
                     "/optional",
-                    web::get().to(|_: OptionalUser| async { HttpResponse::Ok().finish() }),
+                    web::get().to(|_: Caller| async { HttpResponse::Ok().finish() }),
                 ),
         )
         .await;
@@ -404,6 +416,35 @@ mod tests {
         // Built without an authenticator: open, whatever is sent.
         assert_eq!(statuses(false, None).await, [200, 200, 200]);
         assert_eq!(statuses(false, Some("forged")).await, [200, 200, 200]);
+    }
+
+    #[test]
+    fn access_tells_the_three_cases_apart_and_checks_needs() {
+        let user = |role| {
+            Access::User(Principal {
+                user_id: 7,
+                email: "a@example.com".into(),
+                full_name: None,
+                role,
+                is_active: true,
+            })
+        };
+        let status = |access: &Access, need| access.check(need).err().map(|e| e.status().as_u16());
+        let moderator = user(Role::Moderator);
+        assert_eq!(moderator.user_id(), Some(7));
+        assert_eq!(status(&moderator, Need::User), None);
+        assert_eq!(status(&moderator, Need::Role(Role::Moderator)), None);
+        assert_eq!(status(&moderator, Need::Role(Role::Admin)), Some(403));
+        assert_eq!(status(&Access::Anonymous, Need::Anyone), None);
+        assert_eq!(status(&Access::Anonymous, Need::User), Some(401));
+        assert_eq!(
+            status(&Access::Anonymous, Need::Role(Role::Admin)),
+            Some(401)
+        );
+        for need in [Need::Anyone, Need::User, Need::Role(Role::Admin)] {
+            assert_eq!(status(&Access::Open, need), None);
+        }
+        assert!(Access::Open.is_open() && Access::Open.user().is_none());
     }
 
     #[test]

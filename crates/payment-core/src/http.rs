@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use kernel::db::run_detached;
-use kernel::identity::ActiveUser;
+use kernel::identity::{self, Access, need};
 use kernel::pagination::PageParams;
 use kernel::{ApiError, Role, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -19,12 +19,16 @@ pub struct PaymentState {
     pub service: Arc<dyn PaymentService>,
 }
 
-fn caller(user: &ActiveUser) -> Caller {
-    match &user.0 {
-        Some(p) => Caller::User(p.user_id),
+/// The rows a caller sees: a user's own, or every row on an open deployment.
+fn caller(access: &Access) -> Caller {
+    match access.user_id() {
+        Some(id) => Caller::User(id),
         None => Caller::Anyone,
     }
 }
+
+/// Every route but the webhook needs an active user when auth is mounted (spec, Payment 1).
+type PaymentUser = identity::Caller<need::User>;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
@@ -207,7 +211,7 @@ pub struct StatusResponse {
 )]
 #[post("/checkout")]
 pub async fn checkout(
-    user: ActiveUser,
+    user: PaymentUser,
     state: web::Data<PaymentState>,
     body: kernel::http::Json<CheckoutBody>,
 ) -> Result<web::Json<CheckoutResponse>, ApiError> {
@@ -219,7 +223,7 @@ pub async fn checkout(
         success_url: body.success_url,
         cancel_url: body.cancel_url,
     };
-    let email = user.0.as_ref().map(|p| p.email.clone());
+    let email = user.user().map(|p| p.email.clone());
     let (service, caller) = (state.service.clone(), caller(&user));
     let session =
         run_detached(async move { service.checkout(caller, email, request).await }).await?;
@@ -238,7 +242,7 @@ pub async fn checkout(
 )]
 #[get("/transactions")]
 pub async fn transactions(
-    user: ActiveUser,
+    user: PaymentUser,
     state: web::Data<PaymentState>,
     page: web::Query<PageParams>,
     query: web::Query<StatusQuery>,
@@ -265,7 +269,7 @@ pub async fn transactions(
 )]
 #[get("/transactions/{transaction_id}")]
 pub async fn transaction(
-    user: ActiveUser,
+    user: PaymentUser,
     state: web::Data<PaymentState>,
     id: web::Path<i64>,
 ) -> Result<web::Json<TransactionResponse>, ApiError> {
@@ -290,7 +294,7 @@ pub async fn transaction(
 )]
 #[post("/refund/{transaction_id}")]
 pub async fn refund(
-    user: ActiveUser,
+    user: PaymentUser,
     state: web::Data<PaymentState>,
     id: web::Path<i64>,
     body: kernel::http::OptionalJson<RefundBody>,
@@ -312,7 +316,7 @@ pub async fn refund(
 )]
 #[get("/subscriptions")]
 pub async fn subscriptions(
-    user: ActiveUser,
+    user: PaymentUser,
     state: web::Data<PaymentState>,
     query: web::Query<StatusQuery>,
 ) -> Result<web::Json<SubscriptionListResponse>, ApiError> {
@@ -338,7 +342,7 @@ pub async fn subscriptions(
 )]
 #[post("/subscriptions/{subscription_id}/cancel")]
 pub async fn cancel(
-    user: ActiveUser,
+    user: PaymentUser,
     state: web::Data<PaymentState>,
     id: web::Path<i64>,
 ) -> Result<web::Json<SubscriptionResponse>, ApiError> {
@@ -355,7 +359,7 @@ pub async fn cancel(
 )]
 #[get("/disputes")]
 pub async fn disputes(
-    user: ActiveUser,
+    user: PaymentUser,
     state: web::Data<PaymentState>,
     query: web::Query<StatusQuery>,
 ) -> Result<web::Json<DisputeListResponse>, ApiError> {
@@ -377,7 +381,7 @@ pub async fn disputes(
 )]
 #[get("/disputes/{dispute_id}")]
 pub async fn dispute(
-    user: ActiveUser,
+    user: PaymentUser,
     state: web::Data<PaymentState>,
     id: web::Path<i64>,
 ) -> Result<web::Json<DisputeResponse>, ApiError> {
@@ -398,12 +402,13 @@ pub async fn dispute(
 )]
 #[get("/status")]
 pub async fn summary(
-    user: ActiveUser,
+    user: PaymentUser,
     state: web::Data<PaymentState>,
 ) -> Result<web::Json<StatusResponse>, ApiError> {
-    let scope = match &user.0 {
-        Some(p) if p.role == Role::Admin => Caller::Anyone,
-        _ => caller(&user),
+    let scope = if user.has_role(Role::Admin) {
+        Caller::Anyone
+    } else {
+        caller(&user)
     };
     let service = state.service.clone();
     let summary = run_detached(async move { service.summary(scope).await }).await?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, get, post, web};
 use kernel::ApiError;
-use kernel::identity::{ActiveUser, Identity};
+use kernel::identity::{Caller, Identity, need};
 use kernel::jobs::EnqueueRequest;
 use kernel::openapi::ErrorBody;
 use serde::{Deserialize, Serialize};
@@ -197,7 +197,7 @@ async fn overview(service: &TasksService) -> Result<TaskListResponse, ApiError> 
 )]
 #[get("")]
 async fn list_tasks(
-    _user: ActiveUser,
+    _user: Caller<need::User>,
     service: web::Data<TasksService>,
 ) -> Result<web::Json<TaskListResponse>, ApiError> {
     Ok(web::Json(overview(&service).await?))
@@ -205,7 +205,7 @@ async fn list_tasks(
 
 /// `GET /api/v1/tasks/` (trailing slash), as the reference answers it.
 async fn list_tasks_slash(
-    _user: ActiveUser,
+    _user: Caller<need::User>,
     service: web::Data<TasksService>,
 ) -> Result<web::Json<TaskListResponse>, ApiError> {
     Ok(web::Json(overview(&service).await?))
@@ -226,7 +226,7 @@ async fn list_tasks_slash(
 )]
 #[post("/enqueue")]
 async fn enqueue_task(
-    _user: ActiveUser,
+    _user: Caller<need::User>,
     service: web::Data<TasksService>,
     body: kernel::http::Json<EnqueueBody>,
 ) -> Result<web::Json<EnqueueResponse>, ApiError> {
@@ -249,7 +249,7 @@ async fn enqueue_task(
 )]
 #[get("/result/{task_id}")]
 async fn task_result(
-    _user: ActiveUser,
+    _user: Caller<need::User>,
     service: web::Data<TasksService>,
     task_id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
@@ -276,7 +276,7 @@ async fn task_result(
 )]
 #[get("/status/{task_id}")]
 async fn task_status(
-    _user: ActiveUser,
+    _user: Caller<need::User>,
     service: web::Data<TasksService>,
     task_id: web::Path<String>,
 ) -> Result<web::Json<TaskStatusResponse>, ApiError> {

@@ -9,7 +9,7 @@ use actix_web::{get, post, web};
 use kernel::ApiError;
 use kernel::Timestamp;
 use kernel::db::run_detached;
-use kernel::identity::{AuthFailure, Identity, OptionalUser};
+use kernel::identity::{Access, AuthFailure, Caller};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -190,24 +190,18 @@ pub struct VersionResponse {
 /// With an identity provider mounted, a `user_id` that is an account's id (the key of that
 /// user's conversations) needs the account's token: without one it is 401, so that nobody reads
 /// or continues another user's conversations by sending their id.
-fn caller(
-    identity: &Identity,
-    user: &OptionalUser,
-    given: Option<String>,
-) -> Result<String, ApiError> {
-    match &user.0 {
-        Some(p) => Ok(p.user_id.to_string()),
-        None => {
-            let given = given
-                .filter(|u| !u.trim().is_empty())
-                .unwrap_or_else(|| DEFAULT_USER.to_owned());
-            let an_account = given.parse::<i64>().is_ok_and(|id| id.to_string() == given);
-            if identity.is_enabled() && an_account {
-                return Err(AuthFailure::NotAuthenticated.into());
-            }
-            Ok(given)
-        }
+fn caller(access: &Access, given: Option<String>) -> Result<String, ApiError> {
+    if let Some(id) = access.user_id() {
+        return Ok(id.to_string());
     }
+    let given = given
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_USER.to_owned());
+    let an_account = given.parse::<i64>().is_ok_and(|id| id.to_string() == given);
+    if *access == Access::Anonymous && an_account {
+        return Err(AuthFailure::NotAuthenticated.into());
+    }
+    Ok(given)
 }
 
 async fn prepare(
@@ -235,15 +229,14 @@ async fn prepare(
 )]
 #[post("/chat")]
 pub async fn chat(
-    user: OptionalUser,
-    identity: web::Data<Identity>,
+    user: Caller,
     state: web::Data<AiState>,
     body: kernel::http::Json<ChatBody>,
 ) -> Result<web::Json<ChatResponse>, ApiError> {
     let body = body.into_inner();
     let turn = prepare(
         &state,
-        caller(&identity, &user, body.user_id)?,
+        caller(&user, body.user_id)?,
         body.message,
         body.conversation_id,
     )
@@ -269,13 +262,12 @@ pub async fn chat(
 )]
 #[get("/conversations")]
 pub async fn conversations(
-    user: OptionalUser,
-    identity: web::Data<Identity>,
+    user: Caller,
     state: web::Data<AiState>,
     query: web::Query<ListQuery>,
 ) -> Result<web::Json<Vec<ConversationSummary>>, ApiError> {
     let query = query.into_inner();
-    let user = caller(&identity, &user, query.user_id)?;
+    let user = caller(&user, query.user_id)?;
     let limit = usize::try_from(query.limit.unwrap_or(50)).unwrap_or(0);
     let service = state.service.clone();
     let heads = run_detached(async move { service.conversations(&user, limit).await }).await?;
@@ -296,13 +288,12 @@ pub async fn conversations(
 )]
 #[get("/conversations/{conversation_id}")]
 pub async fn conversation(
-    user: OptionalUser,
-    identity: web::Data<Identity>,
+    user: Caller,
     state: web::Data<AiState>,
     id: web::Path<String>,
     query: web::Query<UserQuery>,
 ) -> Result<web::Json<ConversationDetail>, ApiError> {
-    let user = caller(&identity, &user, query.into_inner().user_id)?;
+    let user = caller(&user, query.into_inner().user_id)?;
     let id = id.into_inner();
     let service = state.service.clone();
     let conversation = run_detached(async move { service.conversation(&user, &id).await }).await?;

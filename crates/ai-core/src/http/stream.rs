@@ -17,7 +17,7 @@ use actix_web::{Either, HttpRequest, HttpResponse, Responder, get, post, web};
 use actix_web_lab::sse;
 use futures_util::StreamExt;
 use kernel::ApiError;
-use kernel::identity::{Identity, OptionalUser};
+use kernel::identity::Caller;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -50,15 +50,14 @@ const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 #[post("/chat/stream")]
 pub async fn chat_stream(
     req: HttpRequest,
-    user: OptionalUser,
-    identity: web::Data<Identity>,
+    user: Caller,
     state: web::Data<AiState>,
     body: kernel::http::Json<ChatBody>,
 ) -> Result<Either<HttpResponse, impl Responder>, ApiError> {
     let body = body.into_inner();
     let turn = prepare(
         &state,
-        caller(&identity, &user, body.user_id)?,
+        caller(&user, body.user_id)?,
         body.message,
         body.conversation_id,
     )
@@ -82,15 +81,14 @@ pub async fn chat_stream(
 #[get("/chat/stream")]
 pub async fn chat_stream_get(
     req: HttpRequest,
-    user: OptionalUser,
-    identity: web::Data<Identity>,
+    user: Caller,
     state: web::Data<AiState>,
     query: web::Query<StreamQuery>,
 ) -> Result<Either<HttpResponse, impl Responder>, ApiError> {
     let query = query.into_inner();
     let turn = prepare(
         &state,
-        caller(&identity, &user, query.user_id)?,
+        caller(&user, query.user_id)?,
         query.message,
         query.conversation_id,
     )

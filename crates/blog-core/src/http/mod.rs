@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
-use kernel::identity::{AuthFailure, Identity};
+use kernel::identity::{Access, Need};
 use kernel::{ApiError, Role};
 
 use crate::config::Protection;
@@ -85,34 +85,18 @@ impl Editor {
         let state = req
             .app_data::<web::Data<BlogState>>()
             .ok_or_else(|| ApiError::internal("the blog module's state is not registered"))?;
-        let identity = req
-            .app_data::<web::Data<Identity>>()
-            .filter(|i| i.is_enabled());
-        match state.protection {
+        let need = match state.protection {
+            Protection::Role => Need::Role(Role::Moderator),
+            Protection::Basic => Need::User,
             Protection::None => {
-                let principal = match identity {
-                    Some(identity) => identity.optional_caller(req).await.ok().flatten(),
-                    None => None,
-                };
-                Ok(Editor(
-                    principal.as_ref().map(Author::from).unwrap_or_default(),
-                ))
+                // Open writes: a token only names the author, and one that fails is ignored.
+                let access = Access::of(req).await.unwrap_or(Access::Anonymous);
+                return Ok(Editor(access.user().map(Author::from).unwrap_or_default()));
             }
-            level => {
-                let identity = identity.ok_or(AuthFailure::NotAuthenticated)?;
-                let principal = identity
-                    .caller(req)
-                    .await?
-                    .ok_or(AuthFailure::NotAuthenticated)?;
-                if !principal.is_active {
-                    return Err(AuthFailure::Inactive.into());
-                }
-                if level == Protection::Role {
-                    principal.require_role(&[Role::Admin, Role::Moderator])?;
-                }
-                Ok(Editor(Author::from(&principal)))
-            }
-        }
+        };
+        let access = Access::of(req).await?;
+        access.check(need)?;
+        Ok(Editor(access.user().map(Author::from).unwrap_or_default()))
     }
 }
 
