@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use actix_web::HttpServer;
 use blog_core::{BlogConfig, BlogModule};
+use keel::testing::sign_up;
 use kernel::module::{BodyLimits, BuildModule, Deps, Module, mount};
 use kernel::testing::{TestDb, TestServer};
 use reqwest::StatusCode;
@@ -115,28 +116,7 @@ async fn blog_with_an_authenticator_needs_a_token(db: TestDb) {
         r.json::<Value>().await.unwrap()["detail"],
         "Not authenticated"
     );
-    let r = s
-        .client
-        .post(s.url("/auth/register"))
-        .json(&json!({"email": "embed@example.com", "password": "password123"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let token: Value = s
-        .client
-        .post(s.url("/auth/token"))
-        .form(&[
-            ("username", "embed@example.com"),
-            ("password", "password123"),
-        ])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = token["access_token"].as_str().unwrap().to_owned();
+    let token = sign_up(&s.client, &s.base_url, "embed@example.com").await;
     assert_eq!(
         post(Some(token.clone())).await.unwrap().status(),
         StatusCode::CREATED

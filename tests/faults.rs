@@ -5,12 +5,11 @@
 
 use std::time::Duration;
 
+use keel::testing::sign_up;
 use keel_tests::keel_bin;
-use keel_tests::support::{Hang, Keel, client, login, register};
+use keel_tests::support::{Hang, Keel, client};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-
-const PASSWORD: &str = "password123";
 
 /// Every provider of every module pointed at a listener that accepts and never answers, with
 /// one-second timeouts: each call ends with its module's 502 (an AI stream with its `error`
@@ -40,11 +39,7 @@ async fn hanging_providers_answer_502_within_their_timeouts() {
     // The bound no call may reach: far above the one-second timeouts.
     let http = client(Duration::from_secs(20));
     let base = keel.url("");
-    assert_eq!(
-        register(&http, &base, "hang@example.com", PASSWORD).await,
-        StatusCode::CREATED
-    );
-    let token = login(&http, &base, "hang@example.com", PASSWORD).await;
+    let token = sign_up(&http, &base, "hang@example.com").await;
     let calls: Vec<(&str, &str, Value)> = vec![
         (
             "/api/v1/comms/email/send",
@@ -141,11 +136,7 @@ async fn killed_database_connections_answer_503_and_the_server_recovers() {
     let bound = Duration::from_secs(30);
     let http = client(bound);
     let base = keel.url("");
-    assert_eq!(
-        register(&http, &base, "pg@example.com", PASSWORD).await,
-        StatusCode::CREATED
-    );
-    let token = login(&http, &base, "pg@example.com", PASSWORD).await;
+    let token = sign_up(&http, &base, "pg@example.com").await;
     let request = |i: usize| {
         let r = match i % 3 {
             0 => http.get(keel.url("/api/v1/auth/me")),
@@ -341,11 +332,7 @@ async fn clients_that_leave_mid_stream_or_mid_upload_leave_nothing_behind() {
         .await;
     let http = client(Duration::from_secs(30));
     let base = keel.url("");
-    assert_eq!(
-        register(&http, &base, "leaver@example.com", PASSWORD).await,
-        StatusCode::CREATED
-    );
-    let token = login(&http, &base, "leaver@example.com", PASSWORD).await;
+    let token = sign_up(&http, &base, "leaver@example.com").await;
     let conversations = || async {
         let r = http
             .get(keel.url("/ai/conversations"))
@@ -488,11 +475,7 @@ async fn sigterm_lets_requests_in_flight_finish_and_hands_jobs_back() {
         .await;
     let http = client(Duration::from_secs(30));
     let base = keel.url("");
-    assert_eq!(
-        register(&http, &base, "term@example.com", PASSWORD).await,
-        StatusCode::CREATED
-    );
-    let token = login(&http, &base, "term@example.com", PASSWORD).await;
+    let token = sign_up(&http, &base, "term@example.com").await;
     let enqueue = |ms: u32| {
         http.post(keel.url("/api/v1/tasks/enqueue"))
             .bearer_auth(&token)

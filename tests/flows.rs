@@ -1,78 +1,17 @@
 //! Whole flows across modules, over HTTP against the composed `keel` server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use keel::{Application, Config};
-use kernel::module::{BuildModule, Deps};
-use kernel::testing::{TestDb, TestServer};
+use keel::testing::{PASSWORD, TestConfig, login, register, run_command, sign_up, sign_up_user};
+use kernel::testing::TestDb;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-const SECRET: &str = "flow-test-secret-flow-test-secret!!";
-
-async fn spawn(db: &TestDb) -> TestServer {
-    let mut config = Config {
-        port: 0,
-        database_url: db.url.clone(),
-        http_workers: 2,
-        read_cache: db.read_cache,
-        ..Config::default()
-    };
-    config
-        .settings
-        .set(auth_core::AuthConfig::with_secret(SECRET));
-    config.settings.get_mut::<tasks_core::TasksConfig>().backend =
-        tasks_core::BackendChoice::Memory;
-    let app = Application::build(config).await.expect("the server starts");
-    let port = app.port();
-    let (server, worker) = app.into_parts();
-    TestServer::start(server, port).hold(worker)
-}
-
-/// Registers an account over HTTP; returns the user and a bearer token.
-async fn sign_up(s: &TestServer, email: &str, full_name: Option<&str>) -> (Value, String) {
-    let r = s
-        .client
-        .post(s.url("/auth/register"))
-        .json(&json!({"email": email, "password": "password123", "full_name": full_name}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let user: Value = r.json().await.unwrap();
-    let token: Value = s
-        .client
-        .post(s.url("/auth/token"))
-        .form(&[("username", email), ("password", "password123")])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    (user, token["access_token"].as_str().unwrap().to_owned())
-}
-
-/// Promotes a user the way `keel users set-role` does: the auth service on the same database.
+/// Promotes a user with `keel users set-role`, run in this process on the same database.
 async fn make_admin(db: &TestDb, email: &str) {
-    let pool = kernel::DbPool::connect(&db.url, 1).await.unwrap();
-    let config = auth_core::AuthConfig::with_secret(SECRET);
-    let deps = Deps::new(pool).unwrap();
-    let module = auth_core::AuthModule::build(config, &deps).await.unwrap();
-    let user = module
-        .service()
-        .find_by_email(email)
+    let config = TestConfig::new(db).build();
+    run_command(&config, &["users", "set-role", email, "admin"])
         .await
-        .unwrap()
-        .unwrap();
-    let patch = auth_core::UserPatch {
-        role: Some(kernel::Role::Admin),
-        ..Default::default()
-    };
-    module
-        .service()
-        .update_user(None, user.id, patch)
-        .await
-        .unwrap();
+        .expect("users set-role");
 }
 
 kernel::backend_tests! {
@@ -82,39 +21,17 @@ kernel::backend_tests! {
 }
 
 async fn an_admin_deactivates_a_user_who_then_cannot_log_in(db: TestDb) {
-    let s = spawn(&db).await;
-    let register = |email: &'static str| {
-        s.client
-            .post(s.url("/api/v1/auth/register"))
-            .json(&json!({"email": email, "password": "password123", "full_name": "Flow"}))
-            .send()
-    };
-    let login = |email: &'static str| {
-        s.client
-            .post(s.url("/api/v1/auth/token"))
-            .form(&[("username", email), ("password", "password123")])
-            .send()
-    };
+    let s = TestConfig::new(&db).spawn().await;
+    let (client, base) = (&s.client, s.base_url.as_str());
     assert_eq!(
-        register("admin@example.com").await.unwrap().status(),
+        register(client, base, "admin@example.com", PASSWORD).await,
         StatusCode::CREATED
     );
-    let user: Value = register("user@example.com")
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (user, _) = sign_up_user(client, base, "user@example.com", Some("Flow")).await;
 
     make_admin(&db, "admin@example.com").await;
 
-    let admin_token: Value = login("admin@example.com")
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let admin_token = admin_token["access_token"].as_str().unwrap().to_owned();
+    let admin_token = login(client, base, "admin@example.com", PASSWORD).await;
     let me: Value = s
         .client
         .get(s.url("/auth/me"))
@@ -136,13 +53,19 @@ async fn an_admin_deactivates_a_user_who_then_cannot_log_in(db: TestDb) {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
-    let r = login("user@example.com").await.unwrap();
+    let r = s
+        .client
+        .post(s.url("/auth/token"))
+        .form(&[("username", "user@example.com"), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(r.json::<Value>().await.unwrap()["detail"], "Inactive user");
 }
 
 async fn a_signed_in_author_publishes_a_post_the_public_reads(db: TestDb) {
-    let s = spawn(&db).await;
+    let s = TestConfig::new(&db).spawn().await;
     let client = &s.client;
     let post =
         json!({"title": "Hello, Café", "content": "# Hi\n\nFirst post.", "excerpt": "greeting"});
@@ -159,7 +82,13 @@ async fn a_signed_in_author_publishes_a_post_the_public_reads(db: TestDb) {
         "Not authenticated"
     );
 
-    let (writer, token) = sign_up(&s, "writer@example.com", Some("Wendy Writer")).await;
+    let (writer, token) = sign_up_user(
+        &s.client,
+        &s.base_url,
+        "writer@example.com",
+        Some("Wendy Writer"),
+    )
+    .await;
     let token = token.as_str();
 
     let r = client
@@ -209,7 +138,7 @@ async fn a_signed_in_author_publishes_a_post_the_public_reads(db: TestDb) {
 }
 
 async fn a_signed_in_user_runs_a_background_task(db: TestDb) {
-    let s = spawn(&db).await;
+    let s = TestConfig::new(&db).spawn().await;
     let client = &s.client;
     let body = json!({"task_name": "io_simulation_task", "queue_type": "load_test"});
     let r = client
@@ -223,7 +152,7 @@ async fn a_signed_in_user_runs_a_background_task(db: TestDb) {
         StatusCode::UNAUTHORIZED,
         "task endpoints need a user when auth is mounted"
     );
-    let (_, token) = sign_up(&s, "ops@example.com", None).await;
+    let token = sign_up(&s.client, &s.base_url, "ops@example.com").await;
     let token = token.as_str();
     let r = client
         .post(s.url("/api/v1/tasks/enqueue"))

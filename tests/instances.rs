@@ -4,8 +4,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use keel::testing::{PASSWORD, login, register};
 use keel_tests::keel_bin;
-use keel_tests::support::{Keel, client, eventually, login, register};
+use keel_tests::support::{Keel, client, eventually};
 use kernel::testing::TestDb;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -14,7 +15,6 @@ use serde_json::{Value, json};
 /// FLUSHALL).
 const REDIS_DB: i64 = 13;
 const SECRET: &str = "two-instances-secret-two-instances-secret";
-const PASSWORD: &str = "password123";
 
 /// Empties this test's Redis database.
 async fn flush_redis_db(url: &str) {

@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use base64::Engine;
+use keel::testing::{login, register};
 use keel_tests::keel_bin;
-use keel_tests::support::{Keel, client, eventually, free_port, login, read_events, register};
+use keel_tests::support::{Keel, client, eventually, free_port, read_events};
 use provider_sim::{CallbackOptions, DeliveryOptions, EventSpec, Fault, Outcome, Provider};
 use reqwest::StatusCode;
 use serde_json::{Value, json};

@@ -1,9 +1,8 @@
-//! Small HTTP helpers over the API.
+//! Small HTTP helpers over the API (accounts are made with `keel::testing::sign_up`).
 
 use std::time::Duration;
 
-use reqwest::{Client, StatusCode};
-use serde_json::{Value, json};
+use reqwest::Client;
 
 /// A client whose requests give up after `timeout`: the bound a request may not pass.
 pub fn client(timeout: Duration) -> Client {
@@ -12,33 +11,6 @@ pub fn client(timeout: Duration) -> Client {
         .timeout(timeout)
         .build()
         .expect("an HTTP client")
-}
-
-/// `POST /api/v1/auth/register`; the status.
-pub async fn register(client: &Client, base: &str, email: &str, password: &str) -> StatusCode {
-    client
-        .post(format!("{base}/api/v1/auth/register"))
-        .json(&json!({"email": email, "password": password}))
-        .send()
-        .await
-        .expect("register answers")
-        .status()
-}
-
-/// `POST /api/v1/auth/token`; the access token (panics on any other answer).
-pub async fn login(client: &Client, base: &str, email: &str, password: &str) -> String {
-    let r = client
-        .post(format!("{base}/api/v1/auth/token"))
-        .form(&[("username", email), ("password", password)])
-        .send()
-        .await
-        .expect("login answers");
-    assert_eq!(r.status(), StatusCode::OK, "login of {email}");
-    let body: Value = r.json().await.expect("a JSON token");
-    body["access_token"]
-        .as_str()
-        .expect("an access token")
-        .to_owned()
 }
 
 /// Server-sent events as `(event name, data)`.

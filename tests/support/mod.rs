@@ -12,7 +12,7 @@ pub mod net;
 pub mod process;
 pub mod redis;
 
-pub use api::{Events, client, login, read_events, register};
+pub use api::{Events, client, read_events};
 pub use net::{Hang, free_port};
 pub use process::{Keel, Running};
 pub use redis::RedisServer;

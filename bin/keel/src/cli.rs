@@ -108,7 +108,7 @@ async fn serve(config: Config) -> Result<(), CliError> {
 
 /// `keel <module command> ...`: builds the enabled modules (and the command's own, mounted or
 /// not) over the database, then lets the module run it.
-async fn module_command_run(
+pub(crate) async fn module_command_run(
     mut config: Config,
     name: &str,
     matches: &ArgMatches,

@@ -1,7 +1,7 @@
 //! The Keel server: composes the enabled modules into one HTTP JSON service.
 //!
 //! `main` parses the command line ([`cli`]) and calls [`app::Application::build`]; tests build the
-//! same application on port 0.
+//! same application on port 0 (the `testing` module, feature `testing`).
 
 pub mod app;
 pub mod cli;
@@ -11,6 +11,8 @@ pub mod listener;
 pub mod metrics;
 pub mod modules;
 pub mod telemetry;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod worker;
 
 pub use app::{Application, StartError};

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use keel::Application;
 use keel::listener::MAX_URL_BYTES;
-use keel::{Application, Config};
+use keel::testing::{TestConfig, serve};
 use kernel::testing::{TestDb, TestServer};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -13,16 +14,10 @@ use tokio::net::TcpStream;
 
 /// A server with no module mounted (the refusals happen before routing), on a fresh SQLite file.
 async fn spawn(db: &TestDb) -> (TestServer, u16) {
-    let config = Config {
-        port: 0,
-        database_url: db.url.clone(),
-        http_workers: 1,
-        modules: Vec::new(),
-        ..Config::default()
-    };
+    let config = TestConfig::new(db).modules(&[]).http_workers(1).build();
     let app = Application::build(config).await.expect("the server starts");
     let port = app.port();
-    (TestServer::start(app.into_server(), port), port)
+    (serve(app), port)
 }
 
 /// One parsed response.

@@ -7,63 +7,31 @@
 
 use std::time::Duration;
 
+use keel::testing::{TestConfig, serve, sign_up};
 use keel::{Application, Config};
 use kernel::testing::{TestDb, TestServer};
 use provider_sim::{ProviderSim, SimConfig, SimHandle};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-/// The defaults on the test's database with metrics on, every module mounted, tasks in memory.
-fn config(db: &TestDb) -> Config {
-    let mut config = Config {
-        port: 0,
-        database_url: db.url.clone(),
-        http_workers: 2,
-        read_cache: db.read_cache,
-        metrics_enabled: true,
-        ..Config::default()
-    };
-    config.settings.set(auth_core::AuthConfig::with_secret(
-        "metrics-test-secret-metrics-test-secret",
-    ));
-    let tasks = config.settings.get_mut::<tasks_core::TasksConfig>();
-    tasks.backend = tasks_core::BackendChoice::Memory;
-    tasks.max_tries = 2;
-    tasks.retry_backoff = Duration::from_millis(10);
-    tasks.retry_backoff_max = Duration::from_millis(10);
-    config
+/// The test's settings with metrics on, every module mounted, tasks in memory with quick retries.
+fn config(db: &TestDb) -> TestConfig {
+    TestConfig::new(db)
+        .with(|c| c.metrics_enabled = true)
+        .setting(|tasks: &mut tasks_core::TasksConfig| {
+            tasks.max_tries = 2;
+            tasks.retry_backoff = Duration::from_millis(10);
+            tasks.retry_backoff_max = Duration::from_millis(10);
+        })
 }
 
 /// The server and what runs beside it; the metrics port when it has its own.
-async fn spawn(config: Config) -> (TestServer, Option<u16>) {
-    let app = Application::build(config).await.expect("the server starts");
-    let (port, metrics_port) = (app.port(), app.metrics_port());
-    let (server, background) = app.into_parts();
-    (
-        TestServer::start(server, port).hold(background),
-        metrics_port,
-    )
-}
-
-/// Registers an account and returns a bearer token for it.
-async fn sign_up(s: &TestServer, email: &str) -> String {
-    let r = s
-        .client
-        .post(s.url("/auth/register"))
-        .json(&json!({"email": email, "password": "password123"}))
-        .send()
+async fn spawn(config: TestConfig) -> (TestServer, Option<u16>) {
+    let app = Application::build(config.build())
         .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let r = s
-        .client
-        .post(s.url("/api/v1/auth/token"))
-        .form(&[("username", email), ("password", "password123")])
-        .send()
-        .await
-        .unwrap();
-    let body: Value = r.json().await.unwrap();
-    body["access_token"].as_str().unwrap().to_owned()
+        .expect("the server starts");
+    let metrics_port = app.metrics_port();
+    (serve(app), metrics_port)
 }
 
 /// One scrape of `/metrics`.
@@ -189,7 +157,7 @@ async fn finished(s: &TestServer, token: &str, id: &str) -> Value {
 async fn task_outcomes_and_queue_depths_are_measured() {
     let db = TestDb::sqlite().await;
     let (s, _) = spawn(config(&db)).await;
-    let token = sign_up(&s, "tasks@example.com").await;
+    let token = sign_up(&s.client, &s.base_url, "tasks@example.com").await;
     let scrape_url = s.url("/metrics");
     let outcome = |o| [("queue", "load_test"), ("outcome", o)];
     let before = Scrape::of(&s.client, &scrape_url).await;
@@ -236,9 +204,8 @@ async fn task_outcomes_and_queue_depths_are_measured() {
 }
 
 /// Comms against the simulator (SMS against a port nobody listens on), AI against the simulator.
-fn provider_config(db: &TestDb, sim: &SimHandle, closed: &str) -> Config {
-    let mut config = config(db);
-    config.settings.set(comms_core::CommsConfig {
+fn provider_config(db: &TestDb, sim: &SimHandle, closed: &str) -> TestConfig {
+    let comms = comms_core::CommsConfig {
         resend_api_key: Some(sim.config().resend_api_key.clone()),
         resend_from_email: Some("Keel <noreply@example.com>".into()),
         resend_api_base: sim.base_url().to_owned(),
@@ -248,7 +215,7 @@ fn provider_config(db: &TestDb, sim: &SimHandle, closed: &str) -> Config {
         twilio_api_base: closed.to_owned(),
         timeout: Duration::from_secs(5),
         ..comms_core::CommsConfig::default()
-    });
+    };
     let mut ai = ai_core::AiConfig {
         provider: ai_core::config::provider("openai").unwrap(),
         timeout: Duration::from_secs(10),
@@ -257,8 +224,7 @@ fn provider_config(db: &TestDb, sim: &SimHandle, closed: &str) -> Config {
     ai.api_keys.insert("openai", "sk-test".into());
     ai.base_urls
         .insert("openai", format!("{}/openai/v1", sim.base_url()));
-    config.settings.set(ai);
-    config
+    config(db).set(comms).set(ai)
 }
 
 /// A URL on 127.0.0.1 where nothing listens (a port bound, then released).
@@ -291,7 +257,7 @@ async fn provider_calls_and_open_ai_streams_are_measured() {
     let db = TestDb::sqlite().await;
     let sim = ProviderSim::start(SimConfig::default()).unwrap();
     let (s, _) = spawn(provider_config(&db, &sim, &closed_url())).await;
-    let token = sign_up(&s, "providers@example.com").await;
+    let token = sign_up(&s.client, &s.base_url, "providers@example.com").await;
     let scrape_url = s.url("/metrics");
     let call = |provider, outcome| [("provider", provider), ("outcome", outcome)];
     let before = Scrape::of(&s.client, &scrape_url).await;
@@ -379,11 +345,8 @@ async fn provider_calls_and_open_ai_streams_are_measured() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_addr_serves_metrics_on_its_own_port() {
     let db = TestDb::sqlite().await;
-    let (s, metrics_port) = spawn(Config {
-        metrics_addr: Some("127.0.0.1:0".to_owned()),
-        ..config(&db)
-    })
-    .await;
+    let (s, metrics_port) =
+        spawn(config(&db).with(|c| c.metrics_addr = Some("127.0.0.1:0".to_owned()))).await;
     let port = metrics_port.expect("a metrics server of its own");
     assert_ne!(s.url("/"), format!("http://127.0.0.1:{port}/"));
     let r = s.client.get(s.url("/metrics")).send().await.unwrap();
@@ -423,12 +386,11 @@ async fn metrics_are_off_by_default() {
     let defaults = Config::default();
     assert!(!defaults.metrics_enabled);
     assert_eq!(defaults.metrics_addr, None);
-    let (s, metrics_port) = spawn(Config {
-        metrics_enabled: false,
+    let (s, metrics_port) = spawn(config(&db).with(|c| {
+        c.metrics_enabled = false;
         // Ignored while metrics are off.
-        metrics_addr: Some("127.0.0.1:0".to_owned()),
-        ..config(&db)
-    })
+        c.metrics_addr = Some("127.0.0.1:0".to_owned());
+    }))
     .await;
     assert_eq!(metrics_port, None);
     let r = s.client.get(s.url("/metrics")).send().await.unwrap();

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use keel::{Application, Config};
+use keel::testing::TestConfig;
 use kernel::testing::{TestDb, TestServer};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
@@ -193,21 +193,12 @@ fn safe_production_settings_start_and_other_environments_are_not_checked() {
 
 /// The server on SQLite with no module mounted, `origins` as `CORS_ORIGINS`.
 async fn spawn(db: &TestDb, origins: &[&str]) -> TestServer {
-    let config = Config {
-        port: 0,
-        database_url: db.url.clone(),
-        http_workers: 1,
-        modules: Vec::new(),
-        cors_origins: origins.iter().map(|o| (*o).to_owned()).collect(),
-        ..Config::default()
-    };
-    start(config).await
-}
-
-async fn start(config: Config) -> TestServer {
-    let app = Application::build(config).await.expect("the server starts");
-    let port = app.port();
-    TestServer::start(app.into_server(), port)
+    TestConfig::new(db)
+        .modules(&[])
+        .http_workers(1)
+        .with(|c| c.cors_origins = origins.iter().map(|o| (*o).to_owned()).collect())
+        .spawn()
+        .await
 }
 
 /// A browser's preflight for a GET with a bearer token, and the GET itself, from `origin`.
@@ -287,22 +278,16 @@ async fn a_wildcard_allows_any_origin_without_credentials() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_over_their_limit_are_413() {
     let db = TestDb::sqlite().await;
-    let mut config = Config {
-        port: 0,
-        database_url: db.url.clone(),
-        http_workers: 1,
-        modules: vec!["auth", "payment"],
-        max_json_bytes: 2048,
-        ..Config::default()
-    };
-    config
-        .settings
-        .set(auth_core::AuthConfig::with_secret(OWN_KEY));
-    config
-        .settings
-        .get_mut::<payment_core::PaymentConfig>()
-        .webhook_secret = Some("whsec_only_this_endpoint_has_it".to_owned());
-    let s = start(config).await;
+    let s = TestConfig::new(&db)
+        .modules(&["auth", "payment"])
+        .http_workers(1)
+        .with(|c| c.max_json_bytes = 2048)
+        .secret_key(OWN_KEY)
+        .setting(|p: &mut payment_core::PaymentConfig| {
+            p.webhook_secret = Some("whsec_only_this_endpoint_has_it".to_owned());
+        })
+        .spawn()
+        .await;
     let detail = |r: reqwest::Response| async move {
         let status = r.status();
         (

@@ -4,54 +4,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use keel::{Application, Config};
+use keel::testing::{TestConfig, sign_up};
 use kernel::testing::{TestDb, TestServer};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-
-/// The defaults (no environment read), on the test's database, every module mounted.
-fn config(db: &TestDb) -> Config {
-    let mut config = Config {
-        port: 0,
-        database_url: db.url.clone(),
-        http_workers: 2,
-        read_cache: db.read_cache,
-        ..Config::default()
-    };
-    config.settings.set(auth_core::AuthConfig::with_secret(
-        "server-test-secret-server-test-secret",
-    ));
-    config.settings.get_mut::<tasks_core::TasksConfig>().backend =
-        tasks_core::BackendChoice::Memory;
-    config
-}
-
-/// Registers an account and returns a bearer token for it.
-async fn sign_up(s: &TestServer, email: &str) -> String {
-    let r = s
-        .client
-        .post(s.url("/auth/register"))
-        .json(&json!({"email": email, "password": "password123"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let r = s
-        .client
-        .post(s.url("/api/v1/auth/token"))
-        .form(&[("username", email), ("password", "password123")])
-        .send()
-        .await
-        .unwrap();
-    let body: Value = r.json().await.unwrap();
-    body["access_token"].as_str().unwrap().to_owned()
-}
-
-async fn spawn(config: Config) -> TestServer {
-    let app = Application::build(config).await.expect("the server starts");
-    let port = app.port();
-    TestServer::start(app.into_server(), port)
-}
 
 kernel::backend_tests! {
     errors_use_the_detail_envelope,
@@ -68,7 +24,7 @@ kernel::backend_tests! {
 }
 
 async fn errors_use_the_detail_envelope(db: TestDb) {
-    let s = spawn(config(&db)).await;
+    let s = TestConfig::new(&db).spawn().await;
     let r = s.client.get(s.url("/no/such/route")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     assert_eq!(
@@ -105,7 +61,7 @@ async fn errors_use_the_detail_envelope(db: TestDb) {
 }
 
 async fn request_ids_are_echoed_or_generated(db: TestDb) {
-    let s = spawn(config(&db)).await;
+    let s = TestConfig::new(&db).spawn().await;
     let r = s
         .client
         .get(s.url("/health/live"))
@@ -120,7 +76,7 @@ async fn request_ids_are_echoed_or_generated(db: TestDb) {
 }
 
 async fn health_reports_every_module(db: TestDb) {
-    let s = spawn(config(&db)).await;
+    let s = TestConfig::new(&db).spawn().await;
     let r = s.client.get(s.url("/health")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let body: Value = r.json().await.unwrap();
@@ -145,7 +101,7 @@ async fn health_reports_every_module(db: TestDb) {
 }
 
 async fn docs_render_from_embedded_assets(db: TestDb) {
-    let s = spawn(config(&db)).await;
+    let s = TestConfig::new(&db).spawn().await;
     let no_redirects = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -179,8 +135,8 @@ async fn docs_render_from_embedded_assets(db: TestDb) {
 }
 
 async fn auth_answers_at_both_prefixes(db: TestDb) {
-    let s = spawn(config(&db)).await;
-    let token = sign_up(&s, "both@example.com").await;
+    let s = TestConfig::new(&db).spawn().await;
+    let token = sign_up(&s.client, &s.base_url, "both@example.com").await;
     let token = token.as_str();
     for prefix in ["/auth", "/api/v1/auth"] {
         let r = s
@@ -195,9 +151,7 @@ async fn auth_answers_at_both_prefixes(db: TestDb) {
 }
 
 async fn unmounted_modules_answer_404(db: TestDb) {
-    let mut config = config(&db);
-    config.modules = vec![];
-    let s = spawn(config).await;
+    let s = TestConfig::new(&db).modules(&[]).spawn().await;
     let r = s
         .client
         .post(s.url("/auth/register"))
@@ -227,13 +181,10 @@ async fn cached_reads_follow_the_visibility_rules(db: TestDb) {
             kernel::db::Backend::Sqlite => TestDb::sqlite().await,
             kernel::db::Backend::Postgres => TestDb::postgres().await.unwrap(),
         };
-        let settings = Config {
-            read_cache,
-            ..config(&fresh)
-        };
-        let a = spawn(settings.clone()).await;
-        let b = spawn(settings).await;
-        let token = sign_up(&a, "reader@example.com").await;
+        let settings = TestConfig::new(&fresh).with(|c| c.read_cache = read_cache);
+        let a = settings.clone().spawn().await;
+        let b = settings.spawn().await;
+        let token = sign_up(&a.client, &a.base_url, "reader@example.com").await;
         let public = |s: &TestServer| s.client.get(s.url("/api/v1/blog/posts")).send();
         let total = |v: Value| v["total"].as_i64().unwrap();
         // Both servers have answered (and may have cached) the empty list.
@@ -339,7 +290,7 @@ async fn call_every_operation(s: &TestServer) -> Vec<(String, String, bool, Stat
 /// Walks the merged document: a route that declares bearer security answers 401 without a token,
 /// and a route that answers 401 without a token declares it.
 async fn declared_security_is_what_routes_enforce(db: TestDb) {
-    let s = spawn(config(&db)).await;
+    let s = TestConfig::new(&db).spawn().await;
     let seen = call_every_operation(&s).await;
     assert!(seen.len() > 20, "{seen:?}");
     for (method, path, declared, status) in &seen {
@@ -361,9 +312,10 @@ async fn declared_security_is_what_routes_enforce(db: TestDb) {
 /// Without the auth module, the other modules are open by design: no route answers 401, none
 /// declares security, and writes work without a token.
 async fn modules_without_an_identity_provider_are_open(db: TestDb) {
-    let mut config = config(&db);
-    config.modules = vec!["blog", "tasks"];
-    let s = spawn(config).await;
+    let s = TestConfig::new(&db)
+        .modules(&["blog", "tasks"])
+        .spawn()
+        .await;
     for (method, path, declared, status) in call_every_operation(&s).await {
         assert!(!declared, "{method} {path} declares security");
         assert_ne!(status, StatusCode::UNAUTHORIZED, "{method} {path}");
@@ -447,7 +399,7 @@ async fn cli_manages_users_that_the_api_sees(db: TestDb) {
         "{out}"
     );
 
-    let s = spawn(config(&db)).await;
+    let s = TestConfig::new(&db).spawn().await;
     let login = |email: &'static str| {
         s.client
             .post(s.url("/auth/token"))
@@ -474,8 +426,8 @@ async fn cli_manages_users_that_the_api_sees(db: TestDb) {
 }
 
 async fn cli_exports_and_imports_the_blog(db: TestDb) {
-    let s = spawn(config(&db)).await;
-    let token = sign_up(&s, "ed@example.com").await;
+    let s = TestConfig::new(&db).spawn().await;
+    let token = sign_up(&s.client, &s.base_url, "ed@example.com").await;
     for title in ["First post", "Second post"] {
         let r = s
             .client
@@ -548,7 +500,7 @@ async fn cli_exports_and_imports_the_blog(db: TestDb) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openapi_document_matches_its_snapshot() {
     let db = TestDb::sqlite().await;
-    let s = spawn(config(&db)).await;
+    let s = TestConfig::new(&db).spawn().await;
     let doc: Value = s
         .client
         .get(s.url("/openapi.json"))
@@ -789,8 +741,8 @@ async fn killed_database_connections_are_503_and_the_server_recovers() {
         eprintln!("TEST_DATABASE_URL is not set: PostgreSQL run skipped");
         return;
     };
-    let s = spawn(config(&db)).await;
-    let token = sign_up(&s, "survivor@example.com").await;
+    let s = TestConfig::new(&db).spawn().await;
+    let token = sign_up(&s.client, &s.base_url, "survivor@example.com").await;
     let me = || s.client.get(s.url("/auth/me")).bearer_auth(&token).send();
     assert_eq!(me().await.unwrap().status(), StatusCode::OK);
     let admin = kernel::DbPool::connect(&db.url, 1).await.unwrap();
