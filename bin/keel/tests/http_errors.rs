@@ -92,27 +92,7 @@ fn responses(mut bytes: &[u8]) -> Vec<Response> {
 /// close (and reset) before it has read everything, so writing happens beside reading and its
 /// failure is not an error.
 async fn exchange(port: u16, request: Vec<u8>) -> Vec<u8> {
-    let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let (mut reader, mut writer) = stream.into_split();
-    let writing = tokio::spawn(async move {
-        let _ = writer.write_all(&request).await;
-        writer
-    });
-    let mut received = Vec::new();
-    let mut buf = vec![0u8; 16 * 1024];
-    let read = async {
-        loop {
-            match reader.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => received.extend_from_slice(&buf[..n]),
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), read)
-        .await
-        .expect("the server closes the connection");
-    drop(writing.await);
-    received
+    exchange_in_pieces(port, request, 1).await
 }
 
 /// The one response of a refused request.
@@ -149,21 +129,20 @@ async fn oversized_headers_get_431_with_a_detail() {
     assert!(r.detail().starts_with("Request headers too large"));
 }
 
-/// Sends `request` on a new connection in `pieces` writes (one when 1), with a pause between
-/// them so that each arrives in a read of its own.
+/// Sends `request` on a new connection in `pieces` writes, with a pause between them so that
+/// each arrives in a read of its own, and reads until the server closes the connection.
 async fn exchange_in_pieces(port: u16, request: Vec<u8>, pieces: usize) -> Vec<u8> {
-    if pieces <= 1 {
-        return exchange(port, request).await;
-    }
     let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let (mut reader, mut writer) = stream.into_split();
-    let size = request.len().div_ceil(pieces);
+    let size = request.len().div_ceil(pieces.max(1)).max(1);
     let writing = tokio::spawn(async move {
         for piece in request.chunks(size) {
             if writer.write_all(piece).await.is_err() || writer.flush().await.is_err() {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            if pieces > 1 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
         }
         writer
     });
