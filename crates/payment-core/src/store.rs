@@ -69,6 +69,8 @@ pub struct SubscriptionRow {
     pub event_created: i64,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+    /// The Stripe price of its first item (`None` for rows stored before it was kept).
+    pub price_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Queryable, Selectable, Insertable)]
@@ -440,6 +442,8 @@ pub async fn put_subscription(conn: &mut DbConn<'_>, row: &SubscriptionRow) -> Q
                     payment_subscriptions::user_id.eq(row.user_id.or(existing.user_id)),
                     payment_subscriptions::provider_customer_id.eq(&row.provider_customer_id),
                     payment_subscriptions::plan_name.eq(&row.plan_name),
+                    payment_subscriptions::price_id
+                        .eq(row.price_id.as_ref().or(existing.price_id.as_ref())),
                     payment_subscriptions::status.eq(&row.status),
                     payment_subscriptions::current_period_start.eq(row.current_period_start),
                     payment_subscriptions::current_period_end.eq(row.current_period_end),
@@ -468,6 +472,22 @@ pub async fn list_subscriptions(
             query = query.filter(payment_subscriptions::status.eq(status));
         }
         query
+            .order(payment_subscriptions::id.desc())
+            .select(SubscriptionRow::as_select())
+            .load(c)
+            .await
+    })
+}
+
+/// A user's active and trialing subscriptions, newest first.
+pub async fn current_subscriptions(
+    conn: &mut DbConn<'_>,
+    user_id: i64,
+) -> QueryResult<Vec<SubscriptionRow>> {
+    with_conn!(conn, |c| {
+        payment_subscriptions::table
+            .filter(payment_subscriptions::user_id.eq(user_id))
+            .filter(payment_subscriptions::status.eq_any(["active", "trialing"]))
             .order(payment_subscriptions::id.desc())
             .select(SubscriptionRow::as_select())
             .load(c)
