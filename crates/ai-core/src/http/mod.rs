@@ -2,6 +2,7 @@
 //! [`stream`].
 
 pub mod stream;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use kernel::identity::{AuthFailure, Identity, OptionalUser};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::budget::Caller;
 use crate::config::PROVIDERS;
 use crate::providers::Role;
 use crate::service::{AiService, DEFAULT_USER, Turn};
@@ -21,6 +23,9 @@ use crate::store::{Conversation, ConversationHead};
 pub struct AiState {
     pub service: Arc<dyn AiService>,
 }
+
+/// The 429 of the routes that ask the provider, as the OpenAPI document describes it.
+const QUOTA_EXCEEDED: &str = "AI quota exceeded: the caller's plan's tokens for today are spent (AI_DAILY_TOKENS_<PLAN>); the detail names the plan, its daily tokens and when the count resets (the next UTC midnight, also as Retry-After seconds)";
 
 /// A question. With a bearer token (when auth is mounted) the user comes from the token and
 /// `user_id` is ignored.
@@ -189,14 +194,15 @@ pub struct VersionResponse {
 /// The caller: the token's user when one is sent, else the `user_id` given, else `api-user`.
 /// With an identity provider mounted, a `user_id` that is an account's id (the key of that
 /// user's conversations) needs the account's token: without one it is 401, so that nobody reads
-/// or continues another user's conversations by sending their id.
+/// or continues another user's conversations by sending their id. Only a token's user is an
+/// account, whose plan the entitlements tell; anyone else has the free plan.
 fn caller(
     identity: &Identity,
     user: &OptionalUser,
     given: Option<String>,
-) -> Result<String, ApiError> {
+) -> Result<Caller, ApiError> {
     match &user.0 {
-        Some(p) => Ok(p.user_id.to_string()),
+        Some(p) => Ok(Caller::account(p.user_id)),
         None => {
             let given = given
                 .filter(|u| !u.trim().is_empty())
@@ -205,19 +211,19 @@ fn caller(
             if identity.is_enabled() && an_account {
                 return Err(AuthFailure::NotAuthenticated.into());
             }
-            Ok(given)
+            Ok(Caller::anonymous(given))
         }
     }
 }
 
 async fn prepare(
     state: &AiState,
-    user: String,
+    caller: Caller,
     message: Option<String>,
     conversation_id: Option<String>,
 ) -> Result<Turn, ApiError> {
     let service = state.service.clone();
-    run_detached(async move { service.prepare(&user, message, conversation_id).await }).await
+    run_detached(async move { service.prepare(&caller, message, conversation_id).await }).await
 }
 
 #[utoipa::path(
@@ -229,6 +235,7 @@ async fn prepare(
         (status = 401, description = "A bearer token that does not validate"),
         (status = 403, description = "Access denied"),
         (status = 404, description = "Conversation error: Conversation <id> not found"),
+        (status = 429, description = QUOTA_EXCEEDED, headers(("Retry-After" = u64, description = "Seconds until the next UTC midnight"))),
         (status = 502, description = "AI provider error: <the provider's message>"),
         (status = 503, description = "AI service error: <why>"),
     )
@@ -275,7 +282,7 @@ pub async fn conversations(
     query: web::Query<ListQuery>,
 ) -> Result<web::Json<Vec<ConversationSummary>>, ApiError> {
     let query = query.into_inner();
-    let user = caller(&identity, &user, query.user_id)?;
+    let user = caller(&identity, &user, query.user_id)?.id;
     let limit = usize::try_from(query.limit.unwrap_or(50)).unwrap_or(0);
     let service = state.service.clone();
     let heads = run_detached(async move { service.conversations(&user, limit).await }).await?;
@@ -302,7 +309,7 @@ pub async fn conversation(
     id: web::Path<String>,
     query: web::Query<UserQuery>,
 ) -> Result<web::Json<ConversationDetail>, ApiError> {
-    let user = caller(&identity, &user, query.into_inner().user_id)?;
+    let user = caller(&identity, &user, query.into_inner().user_id)?.id;
     let id = id.into_inner();
     let service = state.service.clone();
     let conversation = run_detached(async move { service.conversation(&user, &id).await }).await?;
