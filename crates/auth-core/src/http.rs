@@ -68,6 +68,7 @@ pub struct UserResponse {
     /// The user's plan (`free`, or the paid one): in `/me` only, when the payment module is
     /// mounted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub plan: Option<String>,
 }
 
