@@ -39,16 +39,19 @@ fn unavailable(e: impl std::fmt::Display) -> EntitlementsError {
 impl Entitlements for SubscriptionPlans {
     async fn plan(&self, user_id: i64) -> Result<Plan, EntitlementsError> {
         let mut pooled = self.pool.get().await.map_err(unavailable)?;
-        let rows = store::current_subscriptions(&mut pooled.conn(), user_id)
+        // Every subscription of the user, newest first (a user has few).
+        let rows = store::list_subscriptions(&mut pooled.conn(), Some(user_id), None)
             .await
             .map_err(unavailable)?;
         Ok(current_plan(&self.plans, &rows, kernel::time::now()))
     }
 }
 
-/// Whether a subscription cancelled at its period's end has reached that end.
-fn ended(sub: &SubscriptionRow, now: NaiveDateTime) -> bool {
-    sub.cancel_at_period_end && sub.current_period_end.is_some_and(|end| end <= now)
+/// Whether a subscription gives its plan at `now`: active or trialing, and not cancelled at a
+/// period's end that has passed.
+fn current(sub: &SubscriptionRow, now: NaiveDateTime) -> bool {
+    let ended = sub.cancel_at_period_end && sub.current_period_end.is_some_and(|end| end <= now);
+    matches!(sub.status.as_str(), "active" | "trialing") && !ended
 }
 
 /// The plan a subscription gives: `PAYMENT_PLANS`' name for its price, else for its
@@ -62,16 +65,15 @@ pub(crate) fn plan_name(plans: &BTreeMap<String, String>, sub: &SubscriptionRow)
         .unwrap_or_else(|| sub.plan_name.clone())
 }
 
-/// The plan of the newest of `current` (active or trialing, newest first) that has not ended;
-/// free when there is none.
+/// The plan of the first of `subscriptions` (newest first) that is current; free when none is.
 pub(crate) fn current_plan(
     plans: &BTreeMap<String, String>,
-    current: &[SubscriptionRow],
+    subscriptions: &[SubscriptionRow],
     now: NaiveDateTime,
 ) -> Plan {
-    current
+    subscriptions
         .iter()
-        .find(|sub| !ended(sub, now))
+        .find(|sub| current(sub, now))
         .map(|sub| Plan {
             name: plan_name(plans, sub),
             until: sub.current_period_end,
@@ -161,5 +163,24 @@ mod tests {
             ..sub(3, None, "C")
         };
         assert_eq!(current_plan(&plans, &[open_ended], at(9_999)).name, "C");
+        // Only active and trialing subscriptions count.
+        for (status, counts) in [
+            ("trialing", true),
+            ("past_due", false),
+            ("unpaid", false),
+            ("incomplete", false),
+            ("canceled", false),
+        ] {
+            let row = SubscriptionRow {
+                status: status.into(),
+                ..sub(4, Some("price_a"), "A")
+            };
+            let expected = if counts { "a" } else { "free" };
+            assert_eq!(
+                current_plan(&plans, &[row], at(1_500)).name,
+                expected,
+                "{status}"
+            );
+        }
     }
 }

@@ -479,22 +479,6 @@ pub async fn list_subscriptions(
     })
 }
 
-/// A user's active and trialing subscriptions, newest first.
-pub async fn current_subscriptions(
-    conn: &mut DbConn<'_>,
-    user_id: i64,
-) -> QueryResult<Vec<SubscriptionRow>> {
-    with_conn!(conn, |c| {
-        payment_subscriptions::table
-            .filter(payment_subscriptions::user_id.eq(user_id))
-            .filter(payment_subscriptions::status.eq_any(["active", "trialing"]))
-            .order(payment_subscriptions::id.desc())
-            .select(SubscriptionRow::as_select())
-            .load(c)
-            .await
-    })
-}
-
 /// Active and trialing subscriptions, of one user or (`None`) of every one.
 pub async fn count_active_subscriptions(
     conn: &mut DbConn<'_>,

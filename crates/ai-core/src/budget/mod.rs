@@ -45,12 +45,17 @@ pub fn setting_suffix(plan: &str) -> String {
 /// Reads every `AI_DAILY_TOKENS_<PLAN>` setting: suffix → tokens a day (0 to 10^12). A blank
 /// value counts as unset.
 pub fn limits_from_env() -> Result<BTreeMap<String, i64>, ConfigError> {
+    let names = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());
+    parse_limits(names.filter_map(|name| var(&name).map(|value| (name, value))))
+}
+
+/// The budgets among `(setting, trimmed value)` pairs: those named `AI_DAILY_TOKENS_<PLAN>`.
+pub fn parse_limits(
+    settings: impl IntoIterator<Item = (String, String)>,
+) -> Result<BTreeMap<String, i64>, ConfigError> {
     let mut limits = BTreeMap::new();
-    for (name, _) in std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v))) {
+    for (name, raw) in settings {
         let Some(suffix) = name.strip_prefix(SETTING_PREFIX) else {
-            continue;
-        };
-        let Some(raw) = var(&name) else {
             continue;
         };
         if suffix.is_empty() || setting_suffix(suffix) != suffix {
@@ -304,6 +309,35 @@ mod tests {
         assert_eq!(setting_suffix("Monthly plan"), "MONTHLY_PLAN");
         assert_eq!(setting_suffix("price_monthly"), "PRICE_MONTHLY");
         assert_eq!(setting_suffix("Café"), "CAF_");
+    }
+
+    #[test]
+    fn budgets_are_read_from_their_settings() {
+        let settings = |pairs: &[(&str, &str)]| {
+            parse_limits(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+            )
+        };
+        let limits = settings(&[
+            ("AI_DAILY_TOKENS_FREE", "1000"),
+            ("AI_DAILY_TOKENS_TEAM_2", "0"),
+            ("AI_MAX_TOKENS", "7"),
+        ]);
+        let expected: BTreeMap<String, i64> =
+            [("FREE".to_owned(), 1000), ("TEAM_2".to_owned(), 0)].into();
+        assert_eq!(limits, Ok(expected));
+        for (name, value) in [
+            ("AI_DAILY_TOKENS_pro", "5"),
+            ("AI_DAILY_TOKENS_", "5"),
+            ("AI_DAILY_TOKENS_PRO", "-1"),
+            ("AI_DAILY_TOKENS_PRO", "lots"),
+            ("AI_DAILY_TOKENS_PRO", "1000000000001"),
+        ] {
+            let refused = settings(&[(name, value)]).map_err(|e| e.setting);
+            assert_eq!(refused, Err(name.to_owned()), "{name}={value}");
+        }
     }
 
     #[test]
