@@ -18,6 +18,7 @@ kernel::backend_tests! {
     an_admin_deactivates_a_user_who_then_cannot_log_in,
     a_signed_in_author_publishes_a_post_the_public_reads,
     a_signed_in_user_runs_a_background_task,
+    a_paid_plan_sets_the_ai_budget_until_the_subscription_ends,
 }
 
 async fn an_admin_deactivates_a_user_who_then_cannot_log_in(db: TestDb) {
@@ -184,4 +185,134 @@ async fn a_signed_in_user_runs_a_background_task(db: TestDb) {
     let finished = finished.expect("the task finished");
     assert_eq!(finished["status"], "completed", "{finished}");
     assert_eq!(finished["task_name"], "io_simulation_task");
+}
+
+/// The whole plan flow against the provider simulator: a subscription paid on the simulator's
+/// checkout page makes the user `pro` in `/auth/me` and gives them pro's AI budget, counted in
+/// `/ai/usage`; once Stripe deletes the subscription they are back on the free plan, whose budget
+/// they have already spent (429 with `Retry-After`).
+async fn a_paid_plan_sets_the_ai_budget_until_the_subscription_ends(db: TestDb) {
+    let port = keel_tests::support::free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let sim = provider_sim::ProviderSim::start(provider_sim::SimConfig {
+        webhook_url: Some(format!("{base}/api/v1/payment/webhook")),
+        ..Default::default()
+    })
+    .unwrap();
+    let s = TestConfig::new(&db)
+        .with(|config| config.port = port)
+        .setting(|payment: &mut payment_core::PaymentConfig| {
+            payment.secret_key = Some(sim.config().stripe_secret_key.clone());
+            payment.webhook_secret = Some(sim.config().stripe_webhook_secret.clone());
+            payment.api_base = sim.base_url().to_owned();
+            payment.public_base_url = base.clone();
+            payment.plans = payment_core::config::parse_plans("price_monthly=pro").unwrap();
+        })
+        .setting(|ai: &mut ai_core::AiConfig| {
+            ai.provider = ai_core::config::provider("openai").unwrap();
+            ai.api_keys.insert("openai", "sk-test".into());
+            ai.base_urls
+                .insert("openai", format!("{}/openai/v1", sim.base_url()));
+            ai.daily_tokens.insert("FREE".into(), 6);
+            ai.daily_tokens.insert("PRO".into(), 1000);
+        })
+        .spawn()
+        .await;
+    let token = sign_up(&s.client, &s.base_url, "payer@example.com").await;
+    let get = |path: &str| s.client.get(s.url(path)).bearer_auth(&token).send();
+    let json = |r: reqwest::Response| async move { r.json::<Value>().await.unwrap() };
+    let chat = |message: &str| {
+        s.client
+            .post(s.url("/ai/chat"))
+            .bearer_auth(&token)
+            .json(&json!({"message": message}))
+            .send()
+    };
+    assert_eq!(json(get("/auth/me").await.unwrap()).await["plan"], "free");
+    let usage = json(get("/ai/usage").await.unwrap()).await;
+    assert_eq!(
+        (&usage["plan"], &usage["daily_limit"], &usage["tokens_used"]),
+        (&json!("free"), &json!(6), &json!(0))
+    );
+
+    // Subscribe and pay on the simulator's page: its signed events reach the webhook.
+    let r = s
+        .client
+        .post(s.url("/api/v1/payment/checkout"))
+        .bearer_auth(&token)
+        .json(&json!({"price_id": "price_monthly", "mode": "subscription"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let session = json(r).await["session_id"].as_str().unwrap().to_owned();
+    let deliveries = sim
+        .complete_checkout(&session, provider_sim::Outcome::Pay)
+        .await
+        .unwrap();
+    assert!(
+        deliveries.iter().all(|d| d.status == Some(200)),
+        "{deliveries:?}"
+    );
+    assert_eq!(
+        json(get("/api/v1/auth/me").await.unwrap()).await["plan"],
+        "pro"
+    );
+
+    // Pro's budget: two replies of 8 tokens each (the simulator counts a word a token, the
+    // prompt's 4 and the echo's 4), more than the free plan's 6.
+    for _ in 0..2 {
+        assert_eq!(
+            chat("one two three four").await.unwrap().status(),
+            StatusCode::OK
+        );
+    }
+    let usage = json(get("/api/v1/ai/usage").await.unwrap()).await;
+    assert_eq!(
+        (
+            &usage["plan"],
+            &usage["daily_limit"],
+            &usage["tokens_used"],
+            &usage["remaining"]
+        ),
+        (&json!("pro"), &json!(1000), &json!(16), &json!(984))
+    );
+
+    // The subscription ends: Stripe deletes it and says so.
+    let subs = json(get("/api/v1/payment/subscriptions").await.unwrap()).await;
+    let subscription = subs["subscriptions"][0]["provider_subscription_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deliveries = sim
+        .deliver_stripe_events(
+            &[
+                provider_sim::EventSpec::new("customer.subscription.deleted")
+                    .object(json!({"id": subscription})),
+            ],
+            &provider_sim::DeliveryOptions::default(),
+        )
+        .await;
+    assert_eq!(deliveries[0].status, Some(200), "{deliveries:?}");
+    assert_eq!(json(get("/auth/me").await.unwrap()).await["plan"], "free");
+    let usage = json(get("/ai/usage").await.unwrap()).await;
+    assert_eq!(
+        (
+            &usage["plan"],
+            &usage["daily_limit"],
+            &usage["tokens_used"],
+            &usage["remaining"]
+        ),
+        (&json!("free"), &json!(6), &json!(16), &json!(0))
+    );
+    let r = chat("one more").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.headers().contains_key("retry-after"));
+    let detail = json(r).await["detail"].as_str().unwrap().to_owned();
+    assert!(
+        detail.starts_with(
+            "AI quota exceeded: the free plan allows 6 tokens a day and 16 were used today"
+        ),
+        "{detail}"
+    );
 }

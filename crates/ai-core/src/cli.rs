@@ -8,6 +8,7 @@ use clap::{ArgMatches, FromArgMatches, Subcommand};
 use futures_util::StreamExt;
 use tokio::io::AsyncBufReadExt;
 
+use crate::budget::Caller;
 use crate::providers::StreamItem;
 use crate::service::{AiService, DEFAULT_USER};
 
@@ -57,7 +58,7 @@ pub async fn run(
         } => {
             let service = service_for(provider, model)?;
             let turn = service
-                .prepare(DEFAULT_USER, Some(question), None)
+                .prepare(&Caller::operator(DEFAULT_USER), Some(question), None)
                 .await
                 .map_err(|e| e.to_string())?;
             let reply = service.chat(turn).await.map_err(|e| e.to_string())?;
@@ -98,7 +99,7 @@ async fn ask_streaming(
     conversation: Option<String>,
 ) -> Result<String, String> {
     let turn = service
-        .prepare(DEFAULT_USER, Some(message), conversation)
+        .prepare(&Caller::operator(DEFAULT_USER), Some(message), conversation)
         .await
         .map_err(|e| e.to_string())?;
     let mut stream = service

@@ -135,6 +135,9 @@ pub struct AiConfig {
     pub api_keys: BTreeMap<&'static str, String>,
     /// `<PROVIDER>_BASE_URL` overrides.
     pub base_urls: BTreeMap<&'static str, String>,
+    /// `AI_DAILY_TOKENS_<PLAN>`: tokens a day per plan, keyed by the plan's setting suffix
+    /// ([`crate::budget::setting_suffix`]: `FREE`, `PRO`); a plan without one is unlimited.
+    pub daily_tokens: BTreeMap<String, i64>,
 }
 
 /// The API keys show as `<redacted>`: settings may end up in a log or a panic message.
@@ -156,6 +159,7 @@ impl std::fmt::Debug for AiConfig {
             .field("store", &self.store)
             .field("api_keys", &keys)
             .field("base_urls", &self.base_urls)
+            .field("daily_tokens", &self.daily_tokens)
             .finish()
     }
 }
@@ -177,6 +181,7 @@ impl Default for AiConfig {
             store: StoreChoice::Memory,
             api_keys: BTreeMap::new(),
             base_urls: BTreeMap::new(),
+            daily_tokens: BTreeMap::new(),
         }
     }
 }
@@ -281,6 +286,7 @@ impl kernel::ModuleConfig for AiConfig {
             store,
             api_keys,
             base_urls,
+            daily_tokens: crate::budget::limits_from_env()?,
         })
     }
 }

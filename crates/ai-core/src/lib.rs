@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+pub mod budget;
 pub mod cli;
 pub mod config;
 mod error;
@@ -41,14 +42,18 @@ use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 use kernel::capability::Use;
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
+use kernel::jobs::TaskDef;
 use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use kernel::plans::Entitlements;
 use kernel::{Authenticator, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
+pub use budget::{Caller, Quota};
 pub use config::{AiConfig, PROVIDERS, ProviderSpec, StoreChoice};
 pub use error::AiError;
 pub use service::{AiService, Reply, Turn};
 
+use budget::Meter;
 use service::AiServiceImpl;
 use store::{ConversationStore, DatabaseStore, MemoryStore};
 
@@ -56,7 +61,7 @@ const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgre
 const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite/ai");
 
 /// The AI module's migrations (tables `ai_conversations`, `ai_messages`, used with
-/// `AI_CONVERSATION_STORE=database`).
+/// `AI_CONVERSATION_STORE=database`, and `ai_usage`, the daily token counts).
 pub const MIGRATIONS: MigrationSet = MigrationSet {
     module: "ai",
     postgres: &POSTGRES,
@@ -68,6 +73,7 @@ pub struct AiModule {
     config: AiConfig,
     http: reqwest::Client,
     store: Arc<dyn ConversationStore>,
+    meter: Arc<Meter>,
     service: Arc<dyn AiService>,
     state: web::Data<http::AiState>,
     identity: web::Data<Identity>,
@@ -78,6 +84,7 @@ fn service(
     config: AiConfig,
     http: &reqwest::Client,
     store: Arc<dyn ConversationStore>,
+    meter: Arc<Meter>,
 ) -> Arc<dyn AiService> {
     let spec = config.provider;
     let model = providers::client(
@@ -90,15 +97,20 @@ fn service(
         },
     );
     let model = providers::metered(spec.name, model);
-    Arc::new(AiServiceImpl::new(config, model, store))
+    Arc::new(AiServiceImpl::new(config, model, store, meter))
 }
 
 impl BuildModule for AiModule {
     const NAME: &'static str = "ai";
     type Settings = AiConfig;
 
+    /// Entitlements tell an account's plan for the daily budgets; without them every caller has
+    /// the free plan.
     fn uses() -> Vec<Use> {
-        vec![Use::optional::<dyn Authenticator>()]
+        vec![
+            Use::optional::<dyn Authenticator>(),
+            Use::optional::<dyn Entitlements>(),
+        ]
     }
 
     fn migrations() -> Option<MigrationSet> {
@@ -120,11 +132,17 @@ impl BuildModule for AiModule {
         if let Some(why) = config.missing_key(config.provider) {
             tracing::warn!("AI chat answers 503 until this is fixed: {why}");
         }
-        let service = service(config.clone(), &deps.http, store.clone());
+        let meter = Arc::new(Meter::new(
+            deps.pool.clone(),
+            config.daily_tokens.clone(),
+            deps.get::<dyn Entitlements>(),
+        ));
+        let service = service(config.clone(), &deps.http, store.clone(), meter.clone());
         Ok(AiModule {
             config,
             http: deps.http.clone(),
             store,
+            meter,
             state: web::Data::new(http::AiState {
                 service: service.clone(),
             }),
@@ -159,6 +177,7 @@ impl Module for AiModule {
             .service(http::stream::chat_stream_get)
             .service(http::conversations)
             .service(http::conversation)
+            .service(http::usage::usage)
             .service(http::health)
             .service(http::version);
     }
@@ -194,9 +213,29 @@ impl Module for AiModule {
             if model.is_some() {
                 config.model = model;
             }
-            Ok(service(config, &self.http, self.store.clone()))
+            Ok(service(
+                config,
+                &self.http,
+                self.store.clone(),
+                self.meter.clone(),
+            ))
         };
         cli::run(service_for, matches).await
+    }
+
+    /// Forgets token counts older than a month (`cleanup_expired_data`).
+    fn tasks(&self) -> Vec<TaskDef> {
+        let meter = self.meter.clone();
+        vec![TaskDef::cleanup(
+            "ai_usage",
+            Arc::new(move |_| {
+                let meter = meter.clone();
+                Box::pin(async move {
+                    let forgotten = meter.forget_old().await.map_err(|e| e.to_string())?;
+                    Ok(serde_json::json!({"ai_usage_days_forgotten": forgotten}))
+                })
+            }),
+        )]
     }
 }
 

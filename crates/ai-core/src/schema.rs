@@ -25,3 +25,12 @@ diesel::table! {
 
 diesel::joinable!(ai_messages -> ai_conversations (conversation_id));
 diesel::allow_tables_to_appear_in_same_query!(ai_conversations, ai_messages);
+
+diesel::table! {
+    ai_usage (user_id, day) {
+        user_id -> Text,
+        day -> Text,
+        tokens -> BigInt,
+        updated_at -> Timestamp,
+    }
+}

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::budget::{self, Caller, Meter, Quota};
 use crate::config::AiConfig;
 use crate::error::AiError;
 use crate::providers::{
@@ -25,6 +26,8 @@ pub struct Turn {
     pub message_id: String,
     pub provider: String,
     pub model: String,
+    /// The identifier the reply's tokens are counted under (`None`: not counted).
+    meter_key: Option<String>,
     request: ChatRequest,
     existing: Option<ConversationHead>,
     question: StoredMessage,
@@ -60,20 +63,26 @@ pub struct Health {
 #[async_trait::async_trait]
 pub trait AiService: Send + Sync {
     /// Checks a question (400: empty, too long, a `conversation_id` that is not a UUID; 503: the
-    /// service disabled or its key missing; 404/403: the conversation) and builds the request with
-    /// the conversation's last messages as context.
+    /// service disabled or its key missing; 404/403: the conversation; 429: the caller's tokens
+    /// for today are spent) and builds the request with the conversation's last messages as
+    /// context.
     async fn prepare(
         &self,
-        user_id: &str,
+        caller: &Caller,
         message: Option<String>,
         conversation_id: Option<String>,
     ) -> Result<Turn, AiError>;
-    /// Asks for the whole reply and stores the exchange.
+    /// Asks for the whole reply, counts its tokens and stores the exchange.
     async fn chat(&self, turn: Turn) -> Result<Reply, AiError>;
     /// Opens the provider's stream for a turn.
     async fn open_stream(&self, turn: &Turn) -> Result<ChatStream, AiError>;
-    /// Stores a completed streamed exchange.
+    /// Counts the tokens of a completed streamed exchange and stores it.
     async fn finish(&self, turn: Turn, completion: &Completion) -> Result<(), AiError>;
+    /// A stream that ended before its reply completed (the client left, the provider failed):
+    /// counts the prompt and what was `streamed`, estimated from characters, and stores nothing.
+    async fn abandon(&self, turn: Turn, streamed: &str) -> Result<(), AiError>;
+    /// The caller's plan, budget and tokens spent today.
+    async fn usage(&self, caller: &Caller) -> Result<Quota, AiError>;
     /// A user's conversations, most recently active first (`limit` 1..=1000).
     async fn conversations(
         &self,
@@ -90,6 +99,7 @@ pub(crate) struct AiServiceImpl {
     config: AiConfig,
     model: Arc<dyn ChatModel>,
     store: Arc<dyn ConversationStore>,
+    meter: Arc<Meter>,
 }
 
 impl AiServiceImpl {
@@ -97,11 +107,25 @@ impl AiServiceImpl {
         config: AiConfig,
         model: Arc<dyn ChatModel>,
         store: Arc<dyn ConversationStore>,
+        meter: Arc<Meter>,
     ) -> Self {
         AiServiceImpl {
             config,
             model,
             store,
+            meter,
+        }
+    }
+
+    /// Adds the tokens of `turn` answered by `reply` to its caller's count. A count that cannot
+    /// be written is logged: the reply the provider already gave is not withheld for it.
+    async fn spend(&self, turn: &Turn, reply: &str, usage: crate::providers::Usage) {
+        let Some(key) = &turn.meter_key else {
+            return;
+        };
+        let tokens = budget::spent(&turn.request, reply, usage);
+        if let Err(e) = self.meter.spend(key, tokens).await {
+            tracing::error!(error = %e, tokens, "the tokens of a reply could not be counted");
         }
     }
 
@@ -188,10 +212,11 @@ fn new_id() -> String {
 impl AiService for AiServiceImpl {
     async fn prepare(
         &self,
-        user_id: &str,
+        caller: &Caller,
         message: Option<String>,
         conversation_id: Option<String>,
     ) -> Result<Turn, AiError> {
+        let user_id = caller.id.as_str();
         check_user(user_id)?;
         let message = message.unwrap_or_default();
         if message.trim().is_empty() {
@@ -238,6 +263,7 @@ impl AiService for AiServiceImpl {
                 Some(conversation.head)
             }
         };
+        self.meter.check(caller).await?;
         let spec = self.config.provider;
         let model = self.config.model_for(spec);
         let mut messages: Vec<ChatMessage> = context
@@ -257,6 +283,7 @@ impl AiService for AiServiceImpl {
             message_id: new_id(),
             provider: spec.name.to_owned(),
             model: model.clone(),
+            meter_key: caller.metered.then(|| caller.id.clone()),
             request: ChatRequest {
                 model,
                 system: self.config.system_prompt.clone(),
@@ -281,6 +308,8 @@ impl AiService for AiServiceImpl {
             .complete(&turn.request)
             .await
             .map_err(provider_error)?;
+        self.spend(&turn, &completion.content, completion.usage)
+            .await;
         let reply = Reply {
             message_id: turn.message_id.clone(),
             content: completion.content.clone(),
@@ -300,8 +329,21 @@ impl AiService for AiServiceImpl {
     }
 
     async fn finish(&self, turn: Turn, completion: &Completion) -> Result<(), AiError> {
+        self.spend(&turn, &completion.content, completion.usage)
+            .await;
         let model = turn.model.clone();
         self.store(turn, &completion.content, &model).await
+    }
+
+    async fn abandon(&self, turn: Turn, streamed: &str) -> Result<(), AiError> {
+        self.spend(&turn, streamed, crate::providers::Usage::default())
+            .await;
+        Ok(())
+    }
+
+    async fn usage(&self, caller: &Caller) -> Result<Quota, AiError> {
+        check_user(&caller.id)?;
+        self.meter.quota(caller).await
     }
 
     async fn conversations(

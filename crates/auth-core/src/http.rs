@@ -21,6 +21,8 @@ pub struct AuthState {
     pub service: Arc<dyn AuthService>,
     /// Whether rate limits are on (then the peer address is passed to the service).
     pub rate_limit: bool,
+    /// The users' plans for `/me`, when a module provides them (payment).
+    pub entitlements: kernel::capability::Late<dyn kernel::plans::Entitlements>,
 }
 
 impl AuthState {
@@ -62,6 +64,11 @@ pub struct UserResponse {
     pub role: Role,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// The user's plan (`free`, or the paid one): in `/me` only, when the payment module is
+    /// mounted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub plan: Option<String>,
 }
 
 impl From<User> for UserResponse {
@@ -74,6 +81,7 @@ impl From<User> for UserResponse {
             role: u.role,
             created_at: u.created_at.into(),
             updated_at: u.updated_at.into(),
+            plan: None,
         }
     }
 }
@@ -263,7 +271,22 @@ pub async fn me(
     state: web::Data<AuthState>,
     req: HttpRequest,
 ) -> Result<web::Json<UserResponse>, ApiError> {
-    Ok(web::Json(state.current_user(&req).await?.into()))
+    let user = state.current_user(&req).await?;
+    let plan = match state.entitlements.get() {
+        None => None,
+        Some(plans) => {
+            let id = user.id;
+            Some(
+                run_detached(async move { plans.plan(id).await })
+                    .await?
+                    .name,
+            )
+        }
+    };
+    Ok(web::Json(UserResponse {
+        plan,
+        ..UserResponse::from(user)
+    }))
 }
 
 #[utoipa::path(

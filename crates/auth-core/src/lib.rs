@@ -42,11 +42,12 @@ use std::sync::Arc;
 
 use actix_web::web;
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
-use kernel::capability::{Capabilities, CapabilityId};
+use kernel::capability::{Capabilities, CapabilityId, Use};
 use kernel::health::ModuleHealth;
 use kernel::http::{describe_form_error, describe_json_error};
 use kernel::identity::Identity;
 use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use kernel::plans::Entitlements;
 use kernel::{Authenticator, DbPool, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -80,6 +81,11 @@ impl BuildModule for AuthModule {
 
     fn provides() -> Vec<CapabilityId> {
         vec![CapabilityId::of::<dyn Authenticator>()]
+    }
+
+    /// The user's plan for `/me`, late: its provider (payment) uses this module's authenticator.
+    fn uses() -> Vec<Use> {
+        vec![Use::late::<dyn Entitlements>()]
     }
 
     fn migrations() -> Option<MigrationSet> {
@@ -119,6 +125,7 @@ impl BuildModule for AuthModule {
         let state = web::Data::new(http::AuthState {
             service: service.clone(),
             rate_limit: config.rate_limit,
+            entitlements: deps.late::<dyn Entitlements>(),
         });
         let authenticator: Arc<dyn Authenticator> =
             Arc::new(service::TokenAuthenticator(service.clone()));

@@ -28,6 +28,21 @@ impl Plan {
 #[error("entitlements unavailable: {0}")]
 pub struct EntitlementsError(pub String);
 
+impl From<EntitlementsError> for crate::ApiError {
+    /// A plan that cannot be read (its store does not answer) is a 503 with `Retry-After`, the
+    /// cause kept for the log: the request may succeed when retried.
+    fn from(e: EntitlementsError) -> Self {
+        crate::ApiError::service_unavailable(
+            "Entitlements temporarily unavailable, try again shortly",
+        )
+        .header(
+            actix_web::http::header::RETRY_AFTER,
+            actix_web::http::header::HeaderValue::from(1u32),
+        )
+        .caused_by(e)
+    }
+}
+
 /// Tells what a user is entitled to.
 #[async_trait::async_trait]
 pub trait Entitlements: Send + Sync {

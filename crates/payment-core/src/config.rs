@@ -1,5 +1,6 @@
 //! Settings of the payment module.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kernel::ConfigError;
@@ -25,6 +26,10 @@ pub struct PaymentConfig {
     pub public_base_url: String,
     /// `PAYMENT_TIMEOUT_SECONDS` (default 30): the longest a Stripe call may take.
     pub timeout: Duration,
+    /// `PAYMENT_PLANS` (`price_monthly=pro,price_yearly=pro`): the plan each Stripe price (or
+    /// subscription `plan_name`) gives. A subscription whose price is not listed gives its
+    /// `plan_name` (the price's nickname, lookup key or id).
+    pub plans: BTreeMap<String, String>,
 }
 
 /// The secrets show as `<redacted>`: settings may end up in a log or a panic message.
@@ -39,6 +44,7 @@ impl std::fmt::Debug for PaymentConfig {
             .field("cancel_url", &self.cancel_url)
             .field("public_base_url", &self.public_base_url)
             .field("timeout", &self.timeout)
+            .field("plans", &self.plans)
             .finish()
     }
 }
@@ -53,6 +59,7 @@ impl Default for PaymentConfig {
             cancel_url: None,
             public_base_url: DEFAULT_PUBLIC_BASE_URL.to_owned(),
             timeout: Duration::from_secs(30),
+            plans: BTreeMap::new(),
         }
     }
 }
@@ -92,6 +99,35 @@ fn url(name: &str, default: Option<&str>) -> Result<Option<String>, ConfigError>
     }
 }
 
+/// Reads `PAYMENT_PLANS`: `<price id or plan_name>=<plan>` pairs separated by commas. A plan name
+/// is 1 to 64 ASCII letters, digits, `_` or `-` (the AI module's `AI_DAILY_TOKENS_<PLAN>` names
+/// it); a price listed twice is refused.
+pub fn parse_plans(raw: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut plans = BTreeMap::new();
+    for entry in raw.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((price, plan)) = entry.split_once('=') else {
+            return Err(format!("{entry:?} is not <price>=<plan>"));
+        };
+        let (price, plan) = (price.trim(), plan.trim());
+        if price.is_empty() {
+            return Err(format!("{entry:?} names no price"));
+        }
+        let valid = (1..=64).contains(&plan.len())
+            && plan
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(format!(
+                "{plan:?} (for {price}) is not a plan name: 1 to 64 ASCII letters, digits, _ or -"
+            ));
+        }
+        if plans.insert(price.to_owned(), plan.to_owned()).is_some() {
+            return Err(format!("{price} is listed twice"));
+        }
+    }
+    Ok(plans)
+}
+
 impl kernel::ModuleConfig for PaymentConfig {
     fn production_problems(&self, _: &Deployment) -> Vec<ConfigError> {
         PaymentConfig::production_problems(self)
@@ -108,6 +144,10 @@ impl kernel::ModuleConfig for PaymentConfig {
             public_base_url: url("PUBLIC_BASE_URL", Some(DEFAULT_PUBLIC_BASE_URL))?
                 .unwrap_or_else(|| DEFAULT_PUBLIC_BASE_URL.to_owned()),
             timeout: Duration::from_secs(parse_in_range("PAYMENT_TIMEOUT_SECONDS", 30, 1..=120)?),
+            plans: match var("PAYMENT_PLANS") {
+                None => BTreeMap::new(),
+                Some(raw) => parse_plans(&raw).map_err(|e| ConfigError::new("PAYMENT_PLANS", e))?,
+            },
         })
     }
 }
@@ -135,6 +175,27 @@ mod tests {
         assert!(own.production_problems().is_empty());
         // No secret at all: every delivery is refused (400), which is safe.
         assert!(PaymentConfig::default().production_problems().is_empty());
+    }
+
+    #[test]
+    fn plans_map_prices_to_plan_names() {
+        let plans = parse_plans(" price_monthly=pro, price_yearly = pro ,Team plan=team-2,")
+            .unwrap_or_default();
+        assert_eq!(plans.len(), 3);
+        assert_eq!(plans["price_monthly"], "pro");
+        assert_eq!(plans["price_yearly"], "pro");
+        assert_eq!(plans["Team plan"], "team-2");
+        assert_eq!(parse_plans(""), Ok(BTreeMap::new()));
+        for bad in [
+            "price_monthly",
+            "=pro",
+            "price_monthly=",
+            "price_monthly=pro plan",
+            "price_monthly=pro,price_monthly=max",
+            &format!("p={}", "x".repeat(65)),
+        ] {
+            assert!(parse_plans(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

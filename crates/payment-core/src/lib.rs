@@ -6,6 +6,7 @@ pub mod cli;
 pub mod config;
 mod error;
 mod http;
+mod plans;
 mod schema;
 mod service;
 mod store;
@@ -18,11 +19,12 @@ use actix_web::web;
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 use kernel::Authenticator;
 use kernel::MigrationSet;
-use kernel::capability::Use;
+use kernel::capability::{Capabilities, CapabilityId, Use};
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
 use kernel::jobs::TaskDef;
 use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use kernel::plans::Entitlements;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub use config::PaymentConfig;
@@ -44,6 +46,7 @@ pub const MIGRATIONS: MigrationSet = MigrationSet {
 
 pub struct PaymentModule {
     service: Arc<dyn PaymentService>,
+    entitlements: Arc<dyn Entitlements>,
     state: web::Data<http::PaymentState>,
     identity: web::Data<Identity>,
 }
@@ -54,6 +57,11 @@ impl BuildModule for PaymentModule {
 
     fn uses() -> Vec<Use> {
         vec![Use::optional::<dyn Authenticator>()]
+    }
+
+    /// A user's plan, from their active or trialing subscription (see [`Self::entitlements`]).
+    fn provides() -> Vec<CapabilityId> {
+        vec![CapabilityId::of::<dyn Entitlements>()]
     }
 
     fn migrations() -> Option<MigrationSet> {
@@ -71,6 +79,10 @@ impl BuildModule for PaymentModule {
         if config.webhook_secret.is_none() {
             tracing::warn!("every Stripe webhook is refused until STRIPE_WEBHOOK_SECRET is set");
         }
+        let entitlements: Arc<dyn Entitlements> = Arc::new(plans::SubscriptionPlans::new(
+            deps.pool.clone(),
+            config.plans.clone(),
+        ));
         let service: Arc<dyn PaymentService> = Arc::new(PaymentServiceImpl::new(
             deps.pool.clone(),
             config,
@@ -81,6 +93,7 @@ impl BuildModule for PaymentModule {
                 service: service.clone(),
             }),
             service,
+            entitlements,
             identity: deps.identity(),
         })
     }
@@ -90,6 +103,14 @@ impl PaymentModule {
     /// The service: every operation of the module without HTTP.
     pub fn service(&self) -> Arc<dyn PaymentService> {
         self.service.clone()
+    }
+
+    /// The plans this module lends the others (its [`Capabilities`] entry): a user's active or
+    /// trialing subscription, newest first, gives the plan `PAYMENT_PLANS` names for its price
+    /// (else its `plan_name`); without one, the free plan. An embedder hands it to another module
+    /// with `Deps::with::<dyn Entitlements>(..)`.
+    pub fn entitlements(&self) -> Arc<dyn Entitlements> {
+        self.entitlements.clone()
     }
 }
 
@@ -140,6 +161,10 @@ impl Module for PaymentModule {
             ),
             Err(e) => ModuleHealth::unhealthy(format!("payment store unreachable: {e}")),
         }
+    }
+
+    fn provide(&self, capabilities: &mut Capabilities) {
+        capabilities.provide::<dyn Entitlements>(self.entitlements());
     }
 
     async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {

@@ -43,6 +43,7 @@ diesel::table! {
         event_created -> BigInt,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        price_id -> Nullable<Text>,
     }
 }
 

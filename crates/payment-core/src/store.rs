@@ -69,6 +69,8 @@ pub struct SubscriptionRow {
     pub event_created: i64,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+    /// The Stripe price of its first item (`None` for rows stored before it was kept).
+    pub price_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Queryable, Selectable, Insertable)]
@@ -440,6 +442,8 @@ pub async fn put_subscription(conn: &mut DbConn<'_>, row: &SubscriptionRow) -> Q
                     payment_subscriptions::user_id.eq(row.user_id.or(existing.user_id)),
                     payment_subscriptions::provider_customer_id.eq(&row.provider_customer_id),
                     payment_subscriptions::plan_name.eq(&row.plan_name),
+                    payment_subscriptions::price_id
+                        .eq(row.price_id.as_ref().or(existing.price_id.as_ref())),
                     payment_subscriptions::status.eq(&row.status),
                     payment_subscriptions::current_period_start.eq(row.current_period_start),
                     payment_subscriptions::current_period_end.eq(row.current_period_end),

@@ -422,6 +422,7 @@ async fn subscription_event(
         provider_customer_id: customer.map(str::to_owned),
         provider_subscription_id: sub_id.to_owned(),
         plan_name: plan_name.to_owned(),
+        price_id: text(price, "id").map(str::to_owned),
         status: status.to_owned(),
         current_period_start: time(
             int(item, "current_period_start").or_else(|| int(sub, "current_period_start")),

@@ -43,6 +43,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .route("/callbacks", web::get().to(callback_options))
                 .route("/callbacks", web::post().to(set_callback_options))
                 .route("/llm/chunk-delay", web::post().to(chunk_delay))
+                .route("/llm/usage", web::post().to(llm_usage))
                 .route("/reset", web::post().to(reset)),
         );
 }
@@ -341,6 +342,16 @@ struct DelayBody {
 async fn chunk_delay(sim: web::Data<Sim>, body: web::Json<DelayBody>) -> HttpResponse {
     sim.set_chunk_delay(Duration::from_millis(body.ms));
     HttpResponse::Ok().json(json!({ "ms": body.ms }))
+}
+
+#[derive(Deserialize)]
+struct UsageBody {
+    report: bool,
+}
+
+async fn llm_usage(sim: web::Data<Sim>, body: web::Json<UsageBody>) -> HttpResponse {
+    sim.set_llm_usage(body.report);
+    HttpResponse::Ok().json(json!({ "report": body.report }))
 }
 
 async fn reset(sim: web::Data<Sim>) -> HttpResponse {

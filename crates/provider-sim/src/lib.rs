@@ -209,6 +209,12 @@ impl SimHandle {
         self.sim.set_chunk_delay(delay);
     }
 
+    /// Whether LLM replies report token usage (by default they do); without it they carry no
+    /// usage field at all, as some OpenAI-compatible servers answer.
+    pub fn set_llm_usage(&self, report: bool) {
+        self.sim.set_llm_usage(report);
+    }
+
     /// A Stripe object (customer, session, payment intent, charge, refund, subscription, invoice,
     /// dispute, ...) by id.
     pub fn stripe_object(&self, id: &str) -> Option<Value> {

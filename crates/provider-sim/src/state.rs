@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -41,6 +41,8 @@ pub struct Sim {
     deliveries: Mutex<Vec<Delivery>>,
     callback_options: Mutex<CallbackOptions>,
     chunk_delay_ms: AtomicU64,
+    /// Whether LLM replies report token usage (changeable at run time).
+    llm_usage: AtomicBool,
 }
 
 impl Sim {
@@ -58,6 +60,7 @@ impl Sim {
             deliveries: Mutex::default(),
             callback_options: Mutex::default(),
             chunk_delay_ms: AtomicU64::new(delay),
+            llm_usage: AtomicBool::new(true),
         }
     }
 
@@ -115,6 +118,14 @@ impl Sim {
 
     pub fn chunk_delay(&self) -> Duration {
         Duration::from_millis(self.chunk_delay_ms.load(Ordering::Relaxed))
+    }
+
+    pub fn set_llm_usage(&self, report: bool) {
+        self.llm_usage.store(report, Ordering::Relaxed);
+    }
+
+    pub fn llm_usage(&self) -> bool {
+        self.llm_usage.load(Ordering::Relaxed)
     }
 
     /// Forgets every request, fault, delivery, callback knob and outbox item (Stripe objects are

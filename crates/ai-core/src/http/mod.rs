@@ -2,6 +2,7 @@
 //! [`stream`].
 
 pub mod stream;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -9,10 +10,11 @@ use actix_web::{get, post, web};
 use kernel::ApiError;
 use kernel::Timestamp;
 use kernel::db::run_detached;
-use kernel::identity::{Access, AuthFailure, Caller};
+use kernel::identity::{self, Access, AuthFailure};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::budget::Caller;
 use crate::config::PROVIDERS;
 use crate::providers::Role;
 use crate::service::{AiService, DEFAULT_USER, Turn};
@@ -21,6 +23,9 @@ use crate::store::{Conversation, ConversationHead};
 pub struct AiState {
     pub service: Arc<dyn AiService>,
 }
+
+/// The 429 of the routes that ask the provider, as the OpenAPI document describes it.
+const QUOTA_EXCEEDED: &str = "AI quota exceeded: the caller's plan's tokens for today are spent (AI_DAILY_TOKENS_<PLAN>); the detail names the plan, its daily tokens and when the count resets (the next UTC midnight, also as Retry-After seconds)";
 
 /// A question. With a bearer token (when auth is mounted) the user comes from the token and
 /// `user_id` is ignored.
@@ -189,10 +194,11 @@ pub struct VersionResponse {
 /// The caller: the token's user when one is sent, else the `user_id` given, else `api-user`.
 /// With an identity provider mounted, a `user_id` that is an account's id (the key of that
 /// user's conversations) needs the account's token: without one it is 401, so that nobody reads
-/// or continues another user's conversations by sending their id.
-fn caller(access: &Access, given: Option<String>) -> Result<String, ApiError> {
+/// or continues another user's conversations by sending their id. Only a token's user is an
+/// account, whose plan the entitlements tell; anyone else has the free plan.
+fn caller(access: &Access, given: Option<String>) -> Result<Caller, ApiError> {
     if let Some(id) = access.user_id() {
-        return Ok(id.to_string());
+        return Ok(Caller::account(id));
     }
     let given = given
         .filter(|u| !u.trim().is_empty())
@@ -201,17 +207,17 @@ fn caller(access: &Access, given: Option<String>) -> Result<String, ApiError> {
     if *access == Access::Anonymous && an_account {
         return Err(AuthFailure::NotAuthenticated.into());
     }
-    Ok(given)
+    Ok(Caller::anonymous(given))
 }
 
 async fn prepare(
     state: &AiState,
-    user: String,
+    caller: Caller,
     message: Option<String>,
     conversation_id: Option<String>,
 ) -> Result<Turn, ApiError> {
     let service = state.service.clone();
-    run_detached(async move { service.prepare(&user, message, conversation_id).await }).await
+    run_detached(async move { service.prepare(&caller, message, conversation_id).await }).await
 }
 
 #[utoipa::path(
@@ -223,13 +229,14 @@ async fn prepare(
         (status = 401, description = "A bearer token that does not validate"),
         (status = 403, description = "Access denied"),
         (status = 404, description = "Conversation error: Conversation <id> not found"),
+        (status = 429, description = QUOTA_EXCEEDED, headers(("Retry-After" = u64, description = "Seconds until the next UTC midnight"))),
         (status = 502, description = "AI provider error: <the provider's message>"),
         (status = 503, description = "AI service error: <why>"),
     )
 )]
 #[post("/chat")]
 pub async fn chat(
-    user: Caller,
+    user: identity::Caller,
     state: web::Data<AiState>,
     body: kernel::http::Json<ChatBody>,
 ) -> Result<web::Json<ChatResponse>, ApiError> {
@@ -262,12 +269,12 @@ pub async fn chat(
 )]
 #[get("/conversations")]
 pub async fn conversations(
-    user: Caller,
+    user: identity::Caller,
     state: web::Data<AiState>,
     query: web::Query<ListQuery>,
 ) -> Result<web::Json<Vec<ConversationSummary>>, ApiError> {
     let query = query.into_inner();
-    let user = caller(&user, query.user_id)?;
+    let user = caller(&user, query.user_id)?.id;
     let limit = usize::try_from(query.limit.unwrap_or(50)).unwrap_or(0);
     let service = state.service.clone();
     let heads = run_detached(async move { service.conversations(&user, limit).await }).await?;
@@ -288,12 +295,12 @@ pub async fn conversations(
 )]
 #[get("/conversations/{conversation_id}")]
 pub async fn conversation(
-    user: Caller,
+    user: identity::Caller,
     state: web::Data<AiState>,
     id: web::Path<String>,
     query: web::Query<UserQuery>,
 ) -> Result<web::Json<ConversationDetail>, ApiError> {
-    let user = caller(&user, query.into_inner().user_id)?;
+    let user = caller(&user, query.into_inner().user_id)?.id;
     let id = id.into_inner();
     let service = state.service.clone();
     let conversation = run_detached(async move { service.conversation(&user, &id).await }).await?;

@@ -17,12 +17,12 @@ use actix_web::{Either, HttpRequest, HttpResponse, Responder, get, post, web};
 use actix_web_lab::sse;
 use futures_util::StreamExt;
 use kernel::ApiError;
-use kernel::identity::Caller;
+use kernel::identity;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{AiState, ChatBody, StreamQuery, caller, prepare};
-use crate::providers::StreamItem;
+use super::{AiState, ChatBody, QUOTA_EXCEEDED, StreamQuery, caller, prepare};
+use crate::providers::{ChatStream, Completion, StreamItem};
 use crate::service::{AiService, Turn};
 
 /// A comment line keeps idle streams open through proxies.
@@ -44,13 +44,14 @@ const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
         (status = 400, description = "Empty or oversized message, or a conversation_id that is not a UUID"),
         (status = 401), (status = 403, description = "Access denied"),
         (status = 404, description = "Conversation error: Conversation <id> not found"),
+        (status = 429, description = QUOTA_EXCEEDED, headers(("Retry-After" = u64, description = "Seconds until the next UTC midnight"))),
         (status = 503, description = "AI service error: <why>"),
     )
 )]
 #[post("/chat/stream")]
 pub async fn chat_stream(
     req: HttpRequest,
-    user: Caller,
+    user: identity::Caller,
     state: web::Data<AiState>,
     body: kernel::http::Json<ChatBody>,
 ) -> Result<Either<HttpResponse, impl Responder>, ApiError> {
@@ -75,13 +76,15 @@ pub async fn chat_stream(
         (status = 200, description = "Server-sent events, as POST /chat/stream (`retry: 1000`, an id on every event)", content_type = "text/event-stream"),
         (status = 204, description = "A reconnect (a Last-Event-ID was sent): the stream is over, nothing is asked again; an EventSource stops reconnecting"),
         (status = 400), (status = 401), (status = 403, description = "Access denied"),
-        (status = 404), (status = 503),
+        (status = 404),
+        (status = 429, description = QUOTA_EXCEEDED, headers(("Retry-After" = u64, description = "Seconds until the next UTC midnight"))),
+        (status = 503),
     )
 )]
 #[get("/chat/stream")]
 pub async fn chat_stream_get(
     req: HttpRequest,
-    user: Caller,
+    user: identity::Caller,
     state: web::Data<AiState>,
     query: web::Query<StreamQuery>,
 ) -> Result<Either<HttpResponse, impl Responder>, ApiError> {
@@ -161,35 +164,27 @@ async fn relay(service: Arc<dyn AiService>, turn: Turn, tx: mpsc::Sender<sse::Ev
         }
     };
     let ids = (turn.message_id.clone(), turn.conversation_id.clone());
-    let completion = loop {
-        let item = tokio::select! {
-            item = stream.next() => item,
-            () = events.tx.closed() => return,
-        };
-        match item {
-            Some(Ok(StreamItem::Delta(content))) => {
-                let chunk = json!({
-                    "content": content, "is_final": false, "is_delta": true,
-                    "message_id": ids.0, "conversation_id": ids.1,
-                    "timestamp": kernel::time::format(&kernel::time::now()),
-                });
-                if !events.send("chunk", chunk).await {
-                    return;
-                }
+    let mut streamed = String::new();
+    let ended = follow(&mut stream, &mut events, &ids, &mut streamed).await;
+    drop(stream);
+    let completion = match ended {
+        Ok(completion) => completion,
+        Err(failure) => {
+            if let Some(detail) = failure {
+                events.fail(detail).await;
             }
-            Some(Ok(StreamItem::Final(completion))) => break completion,
-            Some(Err(e)) => {
-                events.fail(format!("AI provider error: {e}")).await;
-                return;
+            // The provider spent tokens on what was streamed: they count, estimated.
+            let counted =
+                kernel::db::spawn_unit(async move { service.abandon(turn, &streamed).await }).await;
+            if let Err(e) = counted
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()))
+            {
+                tracing::error!(error = %e, "the tokens of a broken-off reply could not be counted");
             }
-            None => {
-                let detail = "AI provider error: the stream ended without a reply";
-                events.fail(detail.to_owned()).await;
-                return;
-            }
+            return;
         }
     };
-    drop(stream);
     let response_time_ms = turn.elapsed_ms();
     let (provider, model) = (turn.provider.clone(), turn.model.clone());
     let stored = {
@@ -214,5 +209,42 @@ async fn relay(service: Arc<dyn AiService>, turn: Turn, tx: mpsc::Sender<sse::Ev
     if events.send("final", final_event).await {
         let complete = json!({"status": "completed", "message": "Stream completed"});
         events.send("complete", complete).await;
+    }
+}
+
+/// Relays the provider's deltas as `chunk` events (and keeps them in `streamed`) until its
+/// `Final`. `Err(None)` when the client left, `Err(Some(detail))` when the stream failed (the
+/// `error` event's detail).
+async fn follow(
+    stream: &mut ChatStream,
+    events: &mut Events,
+    ids: &(String, String),
+    streamed: &mut String,
+) -> Result<Completion, Option<String>> {
+    loop {
+        let item = tokio::select! {
+            item = stream.next() => item,
+            () = events.tx.closed() => return Err(None),
+        };
+        match item {
+            Some(Ok(StreamItem::Delta(content))) => {
+                streamed.push_str(&content);
+                let chunk = json!({
+                    "content": content, "is_final": false, "is_delta": true,
+                    "message_id": ids.0, "conversation_id": ids.1,
+                    "timestamp": kernel::time::format(&kernel::time::now()),
+                });
+                if !events.send("chunk", chunk).await {
+                    return Err(None);
+                }
+            }
+            Some(Ok(StreamItem::Final(completion))) => return Ok(completion),
+            Some(Err(e)) => return Err(Some(format!("AI provider error: {e}"))),
+            None => {
+                return Err(Some(
+                    "AI provider error: the stream ended without a reply".to_owned(),
+                ));
+            }
+        }
     }
 }

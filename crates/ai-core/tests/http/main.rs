@@ -13,6 +13,7 @@ use kernel::{Authenticator, Principal, Role};
 use provider_sim::{Fault, Provider, ProviderSim, SimConfig, SimHandle};
 use serde_json::{Value, json};
 
+mod budget;
 mod reconnect;
 
 const TOKEN: &str = "token-of-user-7";

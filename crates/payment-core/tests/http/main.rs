@@ -13,6 +13,7 @@ use provider_sim::{DeliveryOptions, Outcome, ProviderSim, SimConfig, SimHandle};
 use serde_json::{Value, json};
 
 mod access;
+mod plans;
 
 const ALICE: &str = "alice-token";
 const BOB: &str = "bob-token";
@@ -45,6 +46,8 @@ impl Authenticator for StubAuthenticator {
 struct Ctx {
     server: TestServer,
     sim: SimHandle,
+    /// The plans the module lends the others (taken from its capabilities).
+    entitlements: Arc<dyn kernel::plans::Entitlements>,
 }
 
 async fn start(db: &TestDb, adjust: impl FnOnce(&mut PaymentConfig)) -> Ctx {
@@ -79,7 +82,12 @@ async fn start_with(
         deps = deps.with_authenticator(Arc::new(StubAuthenticator));
     }
     let module = Arc::new(PaymentModule::build(config, &deps).await.unwrap());
+    let mut lent = kernel::capability::Capabilities::default();
+    kernel::module::Module::provide(&*module, &mut lent);
     Ctx {
+        entitlements: lent
+            .get::<dyn kernel::plans::Entitlements>()
+            .expect("payment lends entitlements"),
         server: spawn_modules_on(vec![module], listener),
         sim,
     }

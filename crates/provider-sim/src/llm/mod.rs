@@ -12,7 +12,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use serde_json::{Value, json};
 
 use crate::journal::Provider;
-use crate::state::{Reply, Sim};
+use crate::state::{Body, Reply, Sim};
 
 /// Mount prefixes, plus the providers' own root paths for clients without a prefix.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -53,8 +53,49 @@ async fn chat(sim: web::Data<Sim>, req: HttpRequest, body: Bytes) -> HttpRespons
         Ok(action) => action,
         Err(response) => return response,
     };
-    let reply = respond(&sim, provider, &req, &body).unwrap_or_else(|e| e);
+    let mut reply = respond(&sim, provider, &req, &body).unwrap_or_else(|e| e);
+    if !sim.llm_usage() {
+        without_usage(&mut reply);
+    }
     sim.finish(reply, action)
+}
+
+/// Removes every usage field (`usage`, Gemini's `usageMetadata`, Groq's `x_groq.usage`) from a
+/// reply, streamed or not.
+fn without_usage(reply: &mut Reply) {
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                map.remove("usage");
+                map.remove("usageMetadata");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    match &mut reply.body {
+        Body::Json(value) => strip(value),
+        Body::Events(frames) => {
+            for frame in frames.iter_mut() {
+                let rewritten: Vec<String> = frame
+                    .split_inclusive('\n')
+                    .map(|line| match line.strip_prefix("data: ") {
+                        Some(data) => match serde_json::from_str::<Value>(data.trim_end()) {
+                            Ok(mut value) => {
+                                strip(&mut value);
+                                let end = &data[data.trim_end().len()..];
+                                format!("data: {value}{end}")
+                            }
+                            Err(_) => line.to_owned(),
+                        },
+                        None => line.to_owned(),
+                    })
+                    .collect();
+                *frame = rewritten.concat();
+            }
+        }
+    }
 }
 
 fn respond(sim: &Sim, provider: Provider, req: &HttpRequest, body: &[u8]) -> Result<Reply, Reply> {

@@ -369,3 +369,75 @@ async fn cohere_v2_chat_streams_named_events() {
     let err: Value = res.json().await.unwrap();
     assert!(err["message"].is_string());
 }
+
+/// With usage off, no dialect reports any, streamed or not (the Gemini stream keeps its CRLF
+/// framing); the control API turns it back on.
+#[tokio::test]
+async fn usage_can_be_left_out_of_every_dialect() {
+    let sim = start();
+    sim.set_llm_usage(false);
+    let openai = json!({"model": "m", "messages": [{"role": "user", "content": "one two"}]});
+    let gemini = json!({"contents": [{"role": "user", "parts": [{"text": "one two"}]}]});
+    let anthropic = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "one two"}]});
+    let gemini_key: &[(&str, &str)] = &[("x-goog-api-key", "k")];
+    let anthropic_key: &[(&str, &str)] = &[("x-api-key", "k"), ("anthropic-version", "2023-06-01")];
+    for (path, headers, body) in [
+        ("/openai/v1/chat/completions", &[BEARER][..], openai.clone()),
+        (
+            "/groq/openai/v1/chat/completions",
+            &[BEARER][..],
+            openai.clone(),
+        ),
+        ("/cohere/v2/chat", &[BEARER][..], openai),
+        (
+            "/gemini/v1beta/models/g:generateContent",
+            gemini_key,
+            gemini.clone(),
+        ),
+        (
+            "/gemini/v1beta/models/g:streamGenerateContent?alt=sse",
+            gemini_key,
+            gemini,
+        ),
+        ("/anthropic/v1/messages", anthropic_key, anthropic),
+    ] {
+        for stream in [false, true] {
+            let mut body = body.clone();
+            if stream {
+                body["stream"] = json!(true);
+                if path.ends_with("/chat/completions") {
+                    body["stream_options"] = json!({"include_usage": true});
+                }
+            }
+            let res = post_json(&sim, path, headers, body).await;
+            assert_eq!(res.status(), 200, "{path}");
+            let raw = res.text().await.unwrap();
+            assert!(raw.contains("one"), "{path}: {raw}");
+            assert!(
+                !raw.contains("usage") && !raw.contains("Usage"),
+                "{path}: {raw}"
+            );
+            if path.contains("alt=sse") {
+                assert!(raw.contains("\r\n\r\n"), "{raw}");
+            }
+        }
+    }
+    let res = client()
+        .post(sim.url("/_sim/llm/usage"))
+        .json(&json!({"report": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let res = post_json(
+        &sim,
+        "/openai/v1/chat/completions",
+        &[BEARER],
+        json!({"model": "m", "messages": [{"role": "user", "content": "one two"}]}),
+    )
+    .await;
+    assert_eq!(
+        res.json::<Value>().await.unwrap()["usage"]["total_tokens"],
+        4
+    );
+}

@@ -1,0 +1,1 @@
+ALTER TABLE payment_subscriptions DROP COLUMN price_id;
