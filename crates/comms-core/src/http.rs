@@ -322,6 +322,7 @@ pub async fn send_email(
             .into_iter()
             .map(|t| (t.name, t.value))
             .collect(),
+        private_body: false,
     };
     let service = state.service.clone();
     let sender = sender(&user);
