@@ -71,8 +71,8 @@ pub struct LogoutRequest {
     security((), ("bearer" = [])),
     request_body(
         content(
-            (LogoutRequest = "application/x-www-form-urlencoded"),
-            (LogoutRequest = "application/json"),
+            (Option<LogoutRequest> = "application/x-www-form-urlencoded"),
+            (Option<LogoutRequest> = "application/json"),
         ),
         description = "Optional: the refresh token of the session to end (form or JSON). Without it, the bearer token's user is signed out everywhere.",
     ),
