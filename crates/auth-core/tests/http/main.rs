@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 mod lifecycle;
 mod oauth;
+mod reset;
 mod sessions;
 
 const SECRET: &str = "test-secret-test-secret-test-secret!";
