@@ -59,9 +59,11 @@ pub async fn refresh(
 }
 
 /// A sign-out: the refresh token of the session to end. Without one, the bearer token's user is
-/// signed out everywhere.
+/// signed out everywhere. Any other field is refused (422), so that a mistyped field name does
+/// not turn a sign-out of one session into a sign-out everywhere.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[schema(as = auth::LogoutRequest)]
+#[serde(deny_unknown_fields)]
 pub struct LogoutRequest {
     pub refresh_token: Option<String>,
 }

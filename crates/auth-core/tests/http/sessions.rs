@@ -323,9 +323,15 @@ async fn logout_ends_one_session_or_every_one(db: TestDb) {
         c.logout(Some("garbage"), None).await,
         StatusCode::UNAUTHORIZED
     );
+    // An unknown field is refused: a mistyped `refresh_token` must not sign out everywhere.
     assert_eq!(
-        c.logout(None, Some(&[("other", "x")])).await,
-        StatusCode::UNAUTHORIZED
+        c.logout(Some(&fresh.access), Some(&[("refresh", "x")]))
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    assert_eq!(
+        c.get("/auth/me", Some(&fresh.access)).await.status(),
+        StatusCode::OK
     );
     let r = c
         .server
