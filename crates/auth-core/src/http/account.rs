@@ -21,6 +21,15 @@ pub struct MailRequest {
     pub email: Option<String>,
 }
 
+/// A verification mail asked for: the address, required without a bearer token (422 `Field
+/// required` otherwise) and ignored with one (the token's user).
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = auth::VerificationRequest)]
+pub struct VerificationRequest {
+    #[schema(example = "ada@example.com")]
+    pub email: Option<String>,
+}
+
 /// A token from a mail.
 #[derive(Debug, Deserialize, ToSchema)]
 #[schema(as = auth::VerifyEmailRequest)]
@@ -62,7 +71,7 @@ const RESET_REQUESTED: &str =
 #[utoipa::path(
     tag = "auth",
     security((), ("bearer" = [])),
-    request_body(content = Option<MailRequest>, description = "Without a bearer token: the address to verify. With one: none (the token's user)."),
+    request_body(content = Option<VerificationRequest>, description = "Without a bearer token: the address to verify. With one: none, or anything of this shape (the token's user is verified)."),
     responses(
         (status = 202, description = "A verification mail is on its way (without a token: when an active account with this unverified address exists; the answer is the same either way)", body = MessageResponse),
         (status = 401, description = "Neither a bearer token nor an address; or Could not validate credentials, or Inactive user"),
@@ -77,7 +86,7 @@ const RESET_REQUESTED: &str =
 pub async fn request_verification(
     state: web::Data<AuthState>,
     req: HttpRequest,
-    body: OptionalJson<MailRequest>,
+    body: OptionalJson<VerificationRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let service = state.service.clone();
     if bearer_token(&req).is_some() {
