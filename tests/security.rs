@@ -18,12 +18,14 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}{}", uuid::Uuid::new_v4().simple())
 }
 
-/// Register, log in (right and wrong password), use tokens (good and tampered), make an admin
+/// Register, log in (right and wrong password), use tokens (good and tampered), refresh, ask for a
+/// password reset (the account mails carry tokens), make an admin
 /// from the command line, change a user, send email, SMS and a call (with signed and wrongly
 /// signed status callbacks), check out and pay (with signed and wrongly signed Stripe webhooks),
 /// refund, chat with the AI (plain, streamed, and refused by the provider), enqueue a task; then
 /// neither the server's log nor the command line's output holds `SECRET_KEY`, a provider key or
-/// token, a webhook secret, a password, or an issued access token (whole or its signature).
+/// token, a webhook secret, a password, an issued access token (whole or its signature), a
+/// refresh token or a mailed token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_never_reach_the_logs() {
     let port = free_port();
@@ -103,6 +105,62 @@ async fn secrets_never_reach_the_logs() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    // A refresh token rotated once, and the account mails, whose links carry tokens: the
+    // verification mail of the registration and a reset mail (left unused).
+    let pair: Value = http
+        .post(format!("{base}/api/v1/auth/token"))
+        .form(&[
+            ("username", "user@example.com"),
+            ("password", &user_password),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let first_refresh = pair["refresh_token"].as_str().unwrap().to_owned();
+    let r = http
+        .post(format!("{base}/auth/refresh"))
+        .form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", &first_refresh),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let second_refresh = r.json::<Value>().await.unwrap()["refresh_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = http
+        .post(format!("{base}/auth/password/forgot"))
+        .json(&json!({"email": "user@example.com"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let mail_token = |kind: &'static str| {
+        let sim = &sim;
+        async move {
+            let email = sim.outbox().emails.into_iter().find(|e| {
+                e.to == ["user@example.com"] && e.tags == json!([{"name": "kind", "value": kind}])
+            })?;
+            let text = email.text?;
+            let at = text.find("token=")? + "token=".len();
+            Some(text[at..at + 64].to_owned())
+        }
+    };
+    let verify_token = eventually("the verification mail", Duration::from_secs(10), || {
+        mail_token("verify_email")
+    })
+    .await;
+    let reset_token = eventually("the reset mail", Duration::from_secs(10), || {
+        mail_token("password_reset")
+    })
+    .await;
 
     // An admin made on the command line (password from the environment), who changes the user.
     let (ok, cli_output) = Keel::new(
@@ -339,6 +397,10 @@ async fn secrets_never_reach_the_logs() {
         ("the user's token signature", signature(&token)),
         ("the admin's access token", admin.clone()),
         ("the admin's token signature", signature(&admin)),
+        ("a used refresh token", first_refresh),
+        ("a live refresh token", second_refresh),
+        ("a verification token", verify_token),
+        ("a password-reset token", reset_token),
     ];
     for (what, secret) in &secrets {
         let leaks: Vec<&str> = logs

@@ -43,8 +43,10 @@ run() {
     "$@") || failed=1
 }
 run anonymous
-run user -H "Authorization: Bearer $user_token"
-run admin -H "Authorization: Bearer $admin_token"
+# With a bearer token and no refresh token, POST /auth/logout signs the user out everywhere: the
+# rest of the run would see only 401s. It is fuzzed anonymously (the refresh-token form).
+run user -H "Authorization: Bearer $user_token" --exclude-operation-id logout
+run admin -H "Authorization: Bearer $admin_token" --exclude-operation-id logout
 
 server_panicked && failed=1
 exit "$failed"

@@ -38,6 +38,9 @@ pub enum UsersCommand {
     Activate { email: String },
     /// Stop an account from logging in (its tokens stop working at once).
     Deactivate { email: String },
+    /// Print a password-reset link for an account (single-use, expiring like a mailed one);
+    /// for deployments without a mailer, or a user whose mail does not arrive.
+    ResetLink { email: String },
 }
 
 /// `keel users`.
@@ -121,6 +124,19 @@ pub async fn run(service: &dyn AuthService, matches: &ArgMatches) -> Result<(), 
         }
         UsersCommand::Deactivate { email } => {
             set_active(service, find(&email).await?.id, false).await?
+        }
+        UsersCommand::ResetLink { email } => {
+            let (user, issued) = service.reset_link(&email).await.map_err(|e| match e {
+                AuthError::UserNotFound => format!("no user with e-mail {email}"),
+                other => describe(other),
+            })?;
+            println!("{}", issued.link);
+            eprintln!(
+                "a password-reset link for {}: it works once, until {} UTC (token {})",
+                user.email,
+                issued.expires_at.format("%Y-%m-%d %H:%M"),
+                issued.token
+            );
         }
     }
     Ok(())

@@ -1,5 +1,8 @@
 //! Settings of the auth module.
 
+use std::path::PathBuf;
+
+use chrono::TimeDelta;
 use kernel::ConfigError;
 use kernel::config::{flag, is_published_secret, parse_in_range, var};
 use kernel::module::Deployment;
@@ -8,6 +11,12 @@ use kernel::module::Deployment;
 pub const MIN_SECRET_BYTES: usize = 32;
 /// Lowest `BCRYPT_COST` accepted in production (OWASP's minimum; the default is 12).
 pub const MIN_PRODUCTION_BCRYPT_COST: u32 = 10;
+/// `PUBLIC_BASE_URL`'s default: where the mails' links point when nothing else is set.
+pub const DEFAULT_PUBLIC_BASE_URL: &str = "http://localhost:8000";
+/// The path of the verification page under `PUBLIC_BASE_URL` (`AUTH_VERIFY_EMAIL_URL`'s default).
+pub const DEFAULT_VERIFY_PATH: &str = "/verify-email";
+/// The path of the password-reset page under `PUBLIC_BASE_URL` (`AUTH_RESET_PASSWORD_URL`'s default).
+pub const DEFAULT_RESET_PATH: &str = "/reset-password";
 
 #[derive(Clone)]
 pub struct AuthConfig {
@@ -24,6 +33,27 @@ pub struct AuthConfig {
     /// `BCRYPT_CONCURRENCY`: bcrypt operations running at once (default: CPU cores less one, at
     /// least one), so a burst of logins leaves a core to every other request.
     pub bcrypt_concurrency: usize,
+    /// `REFRESH_TOKEN_EXPIRE_DAYS` (default 30): how long a refresh token may be used; each
+    /// refresh hands out a new one with the full lifetime.
+    pub refresh_lifetime: TimeDelta,
+    /// `PASSWORD_RESET_EXPIRE_MINUTES` (default 30).
+    pub reset_lifetime: TimeDelta,
+    /// `EMAIL_VERIFICATION_EXPIRE_HOURS` (default 48).
+    pub verify_lifetime: TimeDelta,
+    /// `AUTH_REQUIRE_VERIFIED_EMAIL` (default false): login and refresh refuse an account whose
+    /// address is not verified.
+    pub require_verified_email: bool,
+    /// `AUTH_MAIL_LIMIT_PER_HOUR` (default 5): verification and reset requests per address and
+    /// hour, each kind counted apart.
+    pub mail_limit_per_hour: u64,
+    /// `AUTH_MAIL_TEMPLATES`: a folder of mail templates overriding the built-in ones.
+    pub mail_templates: Option<PathBuf>,
+    /// `AUTH_VERIFY_EMAIL_URL` (default `PUBLIC_BASE_URL` + `/verify-email`): the page a
+    /// verification link opens, with `token=...` added to its query.
+    pub verify_email_url: String,
+    /// `AUTH_RESET_PASSWORD_URL` (default `PUBLIC_BASE_URL` + `/reset-password`): the page a
+    /// reset link opens, with `token=...` added to its query.
+    pub reset_password_url: String,
 }
 
 impl std::fmt::Debug for AuthConfig {
@@ -35,6 +65,14 @@ impl std::fmt::Debug for AuthConfig {
             .field("bcrypt_cost", &self.bcrypt_cost)
             .field("rate_limit", &self.rate_limit)
             .field("bcrypt_concurrency", &self.bcrypt_concurrency)
+            .field("refresh_lifetime", &self.refresh_lifetime)
+            .field("reset_lifetime", &self.reset_lifetime)
+            .field("verify_lifetime", &self.verify_lifetime)
+            .field("require_verified_email", &self.require_verified_email)
+            .field("mail_limit_per_hour", &self.mail_limit_per_hour)
+            .field("mail_templates", &self.mail_templates)
+            .field("verify_email_url", &self.verify_email_url)
+            .field("reset_password_url", &self.reset_password_url)
             .finish()
     }
 }
@@ -75,6 +113,8 @@ impl AuthConfig {
                 true,
             ),
         };
+        let base =
+            http_url("PUBLIC_BASE_URL")?.unwrap_or_else(|| DEFAULT_PUBLIC_BASE_URL.to_owned());
         Ok(Self {
             secret_key,
             secret_generated,
@@ -86,6 +126,28 @@ impl AuthConfig {
                 default_bcrypt_concurrency(),
                 1..=1024,
             )?,
+            refresh_lifetime: TimeDelta::days(parse_in_range(
+                "REFRESH_TOKEN_EXPIRE_DAYS",
+                30,
+                1..=3650,
+            )?),
+            reset_lifetime: TimeDelta::minutes(parse_in_range(
+                "PASSWORD_RESET_EXPIRE_MINUTES",
+                30,
+                1..=10_080,
+            )?),
+            verify_lifetime: TimeDelta::hours(parse_in_range(
+                "EMAIL_VERIFICATION_EXPIRE_HOURS",
+                48,
+                1..=8_760,
+            )?),
+            require_verified_email: flag("AUTH_REQUIRE_VERIFIED_EMAIL", false)?,
+            mail_limit_per_hour: parse_in_range("AUTH_MAIL_LIMIT_PER_HOUR", 5, 1..=10_000)?,
+            mail_templates: var("AUTH_MAIL_TEMPLATES").map(PathBuf::from),
+            verify_email_url: http_url("AUTH_VERIFY_EMAIL_URL")?
+                .unwrap_or_else(|| format!("{base}{DEFAULT_VERIFY_PATH}")),
+            reset_password_url: http_url("AUTH_RESET_PASSWORD_URL")?
+                .unwrap_or_else(|| format!("{base}{DEFAULT_RESET_PATH}")),
         })
     }
 
@@ -128,7 +190,8 @@ impl AuthConfig {
         problems
     }
 
-    /// A configuration for tests and embedding: the given key, 30-minute tokens, bcrypt cost 4.
+    /// A configuration for tests and embedding: the given key, 30-minute tokens, bcrypt cost 4,
+    /// the lifecycle's defaults (links under `http://localhost:8000`).
     pub fn with_secret(secret: &str) -> Self {
         Self::with_secret_bytes(secret.as_bytes().to_vec())
     }
@@ -141,7 +204,29 @@ impl AuthConfig {
             bcrypt_cost: 4,
             rate_limit: false,
             bcrypt_concurrency: default_bcrypt_concurrency(),
+            refresh_lifetime: TimeDelta::days(30),
+            reset_lifetime: TimeDelta::minutes(30),
+            verify_lifetime: TimeDelta::hours(48),
+            require_verified_email: false,
+            mail_limit_per_hour: 5,
+            mail_templates: None,
+            verify_email_url: format!("{DEFAULT_PUBLIC_BASE_URL}{DEFAULT_VERIFY_PATH}"),
+            reset_password_url: format!("{DEFAULT_PUBLIC_BASE_URL}{DEFAULT_RESET_PATH}"),
         }
+    }
+}
+
+/// An absolute http(s) URL setting, without a trailing `/`; `None` when unset.
+fn http_url(name: &str) -> Result<Option<String>, ConfigError> {
+    match var(name) {
+        None => Ok(None),
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+            Ok(Some(url.trim_end_matches('/').to_owned()))
+        }
+        Some(url) => Err(ConfigError::new(
+            name,
+            format!("{url:?} is not an http(s) URL"),
+        )),
     }
 }
 

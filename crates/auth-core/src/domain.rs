@@ -71,6 +71,15 @@ fn valid_domain(domain: &str) -> bool {
             .is_some_and(|tld| tld.chars().count() >= 2 && tld.chars().all(char::is_alphabetic))
 }
 
+/// The address a mail is asked for (`password/forgot`, `verify/request`): a NUL or an invalid
+/// address is a 422 on `email`, whether or not an account has it.
+pub fn parse_requested_email(raw: &str) -> Result<Email, Vec<FieldError>> {
+    if raw.contains('\0') {
+        return Err(vec![FieldError::new("email", MSG_NUL)]);
+    }
+    Email::parse(raw).ok_or_else(|| vec![FieldError::new("email", MSG_INVALID_EMAIL)])
+}
+
 /// Checks a password against the length rules.
 pub fn check_password(password: &str, errors: &mut Vec<FieldError>) {
     if password.contains('\0') {
@@ -206,6 +215,22 @@ mod tests {
         let mut errors = Vec::new();
         check_password(&"a".repeat(72), &mut errors);
         assert!(errors.is_empty());
+    }
+
+    #[test]
+    fn requested_addresses_are_checked_like_registered_ones() {
+        assert_eq!(
+            parse_requested_email(" Ada@Example.com").map(|e| e.key),
+            Ok("ada@example.com".to_owned())
+        );
+        assert_eq!(
+            parse_requested_email("a\0@example.com").err(),
+            Some(vec![FieldError::new("email", MSG_NUL)])
+        );
+        assert_eq!(
+            parse_requested_email("nope").err(),
+            Some(vec![FieldError::new("email", MSG_INVALID_EMAIL)])
+        );
     }
 
     #[test]

@@ -9,6 +9,10 @@ pub const BAD_CREDENTIALS: &str = "Incorrect email or password";
 pub const USER_NOT_FOUND: &str = "User not found";
 pub const SELF_LOCKOUT: &str = "Admins cannot deactivate or demote themselves";
 pub const TOO_MANY_REQUESTS: &str = "Too many requests. Please try again later.";
+pub const EMAIL_NOT_VERIFIED: &str = "Email not verified";
+pub const EMAIL_ALREADY_VERIFIED: &str = "Email already verified";
+pub const INVALID_REFRESH_TOKEN: &str = "Invalid refresh token";
+pub const INVALID_MAIL_TOKEN: &str = "Invalid or expired token";
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
@@ -26,6 +30,20 @@ pub enum AuthError {
     SelfLockout,
     #[error("{TOO_MANY_REQUESTS}")]
     RateLimited { retry_after_seconds: u64 },
+    /// The right password, but the address is not verified (`AUTH_REQUIRE_VERIFIED_EMAIL`).
+    #[error("{EMAIL_NOT_VERIFIED}")]
+    EmailNotVerified,
+    #[error("{EMAIL_ALREADY_VERIFIED}")]
+    AlreadyVerified,
+    /// A refresh token that is unknown, expired, revoked or already used.
+    #[error("{INVALID_REFRESH_TOKEN}")]
+    InvalidRefreshToken,
+    /// A verification or reset token that is unknown, expired or already used.
+    #[error("{INVALID_MAIL_TOKEN}")]
+    InvalidMailToken,
+    /// The mailer refused or failed to send a mail the caller waits for.
+    #[error("Could not send the mail: {0}")]
+    Mail(String),
     #[error(transparent)]
     Db(#[from] DbError),
     #[error("internal: {0}")]
@@ -51,6 +69,13 @@ impl From<AuthError> for ApiError {
                 retry_after_seconds,
             } => ApiError::new(StatusCode::TOO_MANY_REQUESTS, TOO_MANY_REQUESTS)
                 .header(RETRY_AFTER, HeaderValue::from(retry_after_seconds.max(1))),
+            AuthError::EmailNotVerified => ApiError::forbidden(EMAIL_NOT_VERIFIED),
+            AuthError::AlreadyVerified => ApiError::conflict(EMAIL_ALREADY_VERIFIED),
+            // RFC 6749 §5.2: a refresh token that is invalid, expired or revoked.
+            AuthError::InvalidRefreshToken => ApiError::bad_request(INVALID_REFRESH_TOKEN)
+                .field("error", serde_json::Value::from("invalid_grant")),
+            AuthError::InvalidMailToken => ApiError::bad_request(INVALID_MAIL_TOKEN),
+            AuthError::Mail(_) => ApiError::bad_gateway(e.to_string()),
             AuthError::Db(e) => ApiError::from(e),
             AuthError::Internal(e) => ApiError::internal(e),
         }

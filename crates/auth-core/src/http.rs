@@ -1,4 +1,8 @@
-//! HTTP handlers of the auth module (mounted at `/auth` and `/api/v1/auth`).
+//! HTTP handlers of the auth module (mounted at `/auth` and `/api/v1/auth`): accounts and
+//! login here, the account lifecycle in [`account`], refresh and sign-out in [`sessions`].
+
+pub mod account;
+pub mod sessions;
 
 use kernel::Timestamp;
 use std::sync::Arc;
@@ -34,7 +38,7 @@ impl AuthState {
 
     /// The active user behind the request's bearer token, as the full account (`/me` answers
     /// fields a `Principal` does not carry). The other routes use the kernel's extractors.
-    async fn current_user(&self, req: &HttpRequest) -> Result<User, ApiError> {
+    pub(crate) async fn current_user(&self, req: &HttpRequest) -> Result<User, ApiError> {
         let bearer = bearer_token(req)
             .ok_or(AuthFailure::NotAuthenticated)?
             .to_owned();
@@ -64,6 +68,8 @@ pub struct UserResponse {
     pub role: Role,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Whether the address was verified (through a verification or password-reset mail).
+    pub email_verified: bool,
     /// The user's plan (`free`, or the paid one): in `/me` only, when the payment module is
     /// mounted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,6 +87,7 @@ impl From<User> for UserResponse {
             role: u.role,
             created_at: u.created_at.into(),
             updated_at: u.updated_at.into(),
+            email_verified: u.email_verified,
             plan: None,
         }
     }
@@ -116,15 +123,31 @@ pub struct LoginForm {
     pub grant_type: Option<String>,
 }
 
-/// An access token (RFC 6749 §5.1).
+/// An access token and its refresh token (RFC 6749 §5.1).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[schema(as = auth::TokenResponse)]
 pub struct TokenResponse {
     pub access_token: String,
     /// Always `bearer`.
     pub token_type: String,
-    /// Seconds until the token expires.
+    /// Seconds until the access token expires.
     pub expires_in: i64,
+    /// Opaque and single-use: `POST /refresh` trades it for a new pair
+    /// (`REFRESH_TOKEN_EXPIRE_DAYS`).
+    pub refresh_token: String,
+}
+
+/// The answer of the token and refresh endpoints: the pair, cached nowhere.
+fn token_answer(pair: AccessToken) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header((header::PRAGMA, "no-cache"))
+        .json(TokenResponse {
+            access_token: pair.token,
+            token_type: "bearer".to_owned(),
+            expires_in: pair.expires_in,
+            refresh_token: pair.refresh_token,
+        })
 }
 
 /// An error of the token endpoint: the spec's `detail`, and RFC 6749 §5.2's `error` and
@@ -198,6 +221,7 @@ pub async fn register(
         )),
         (status = 400, description = "Unsupported grant_type (error: unsupported_grant_type)", body = TokenError),
         (status = 401, description = "Incorrect email or password, or Inactive user (error: invalid_grant)", body = TokenError),
+        (status = 403, description = "Email not verified, when AUTH_REQUIRE_VERIFIED_EMAIL is on (error: invalid_grant)", body = TokenError),
         (status = 413, description = "The form is over the body limit (error: invalid_request)", body = TokenError),
         (status = 422, description = "List of failing fields: [{field, message}] (error: invalid_request)", body = TokenError),
         (status = 429, description = "Too many attempts from this client (AUTH_RATE_LIMIT): retry after `Retry-After` seconds (error: temporarily_unavailable)", body = TokenError),
@@ -215,14 +239,7 @@ pub async fn token(
         None => ApiError::unprocessable(e.to_string()),
     });
     match login(&state, &req, form).await {
-        Ok(token) => Ok(HttpResponse::Ok()
-            .insert_header((header::CACHE_CONTROL, "no-store"))
-            .insert_header((header::PRAGMA, "no-cache"))
-            .json(TokenResponse {
-                access_token: token.token,
-                token_type: "bearer".to_owned(),
-                expires_in: token.expires_in,
-            })),
+        Ok(token) => Ok(token_answer(token)),
         Err(error) => Err(oauth::with_oauth_fields(error)),
     }
 }
@@ -235,27 +252,39 @@ async fn login(
 ) -> Result<AccessToken, ApiError> {
     let form = form?.into_inner();
     oauth::check_grant_type(form.grant_type.as_deref())?;
-    let mut missing = Vec::new();
-    if form.username.is_none() {
-        missing.push(FieldError::new("username", crate::domain::MSG_REQUIRED));
-    }
-    if form.password.is_none() {
-        missing.push(FieldError::new("password", crate::domain::MSG_REQUIRED));
-    }
-    let (Some(username), Some(password)) = (form.username, form.password) else {
-        return Err(ApiError::field_list(missing));
-    };
-    let with_nul: Vec<FieldError> = [("username", &username), ("password", &password)]
-        .into_iter()
-        .filter(|(_, value)| value.contains('\0'))
-        .map(|(field, _)| FieldError::new(field, crate::domain::MSG_NUL))
-        .collect();
-    if !with_nul.is_empty() {
-        return Err(ApiError::field_list(with_nul));
-    }
+    let [username, password] =
+        required([("username", form.username), ("password", form.password)])?;
+    refuse_nul(&[("username", &username), ("password", &password)])?;
     let ip = state.client_ip(req);
     let service = state.service.clone();
     run_detached(async move { service.login(&username, &password, ip.as_deref()).await }).await
+}
+
+/// 422 naming every field that holds a NUL character (PostgreSQL cannot store one).
+fn refuse_nul(fields: &[(&str, &str)]) -> Result<(), ApiError> {
+    let with_nul: Vec<FieldError> = fields
+        .iter()
+        .filter(|(_, value)| value.contains('\0'))
+        .map(|(field, _)| FieldError::new(*field, crate::domain::MSG_NUL))
+        .collect();
+    if with_nul.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::field_list(with_nul))
+    }
+}
+
+/// 422 listing the required fields that are missing, else the values.
+fn required<const N: usize>(fields: [(&str, Option<String>); N]) -> Result<[String; N], ApiError> {
+    let missing: Vec<FieldError> = fields
+        .iter()
+        .filter(|(_, value)| value.is_none())
+        .map(|(field, _)| FieldError::new(*field, crate::domain::MSG_REQUIRED))
+        .collect();
+    if !missing.is_empty() {
+        return Err(ApiError::field_list(missing));
+    }
+    Ok(fields.map(|(_, value)| value.unwrap_or_default()))
 }
 
 #[utoipa::path(

@@ -1,8 +1,12 @@
 //! Keel's authentication module: registration, OAuth 2.0 password-flow login issuing HS256 JWT
-//! bearer tokens, the current user, roles and user administration. It is the identity provider:
-//! its [`Authenticator`] is what every other module receives at build.
+//! bearer tokens and rotating refresh tokens, the current user, roles and user administration,
+//! and the account lifecycle (address verification, password reset) by mail. It is the identity
+//! provider: its [`Authenticator`] is what every other module receives at build. It uses a
+//! [`Mailer`] late (the comms module's, which itself uses the authenticator): without one, the
+//! mails' links are written to the log.
 //!
-//! Embedding it alone in an actix-web app:
+//! Embedding it alone in an actix-web app (lend it a mailer with
+//! `Deps::with::<dyn Mailer>(...)`, then `deps.capabilities.seal()` once every module is built):
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -30,6 +34,7 @@ pub mod config;
 mod domain;
 mod error;
 mod http;
+mod mail;
 mod oauth;
 mod passwords;
 pub mod rate_limit;
@@ -46,6 +51,7 @@ use kernel::capability::{Capabilities, CapabilityId, Use};
 use kernel::health::ModuleHealth;
 use kernel::http::{describe_form_error, describe_json_error};
 use kernel::identity::Identity;
+use kernel::mail::Mailer;
 use kernel::module::{BuildModule, Deps, Module, ModuleError};
 use kernel::plans::Entitlements;
 use kernel::{Authenticator, DbPool, MigrationSet};
@@ -54,12 +60,14 @@ use utoipa_actix_web::service_config::ServiceConfig;
 pub use config::AuthConfig;
 pub use error::AuthError;
 pub use http::{TokenError, TokenResponse, UserListResponse, UserResponse};
-pub use service::{AccessToken, AuthService, Registration, User, UserPatch};
+pub use mail::Issued;
+pub use mail::templates::PLACEHOLDERS as MAIL_PLACEHOLDERS;
+pub use service::{AccessToken, AuthService, Logout, Registration, User, UserPatch};
 
 const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres/auth");
 const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite/auth");
 
-/// The auth module's migrations (table `users`).
+/// The auth module's migrations (tables `users`, `auth_refresh_tokens`, `auth_mail_tokens`).
 pub const MIGRATIONS: MigrationSet = MigrationSet {
     module: "auth",
     postgres: &POSTGRES,
@@ -83,9 +91,10 @@ impl BuildModule for AuthModule {
         vec![CapabilityId::of::<dyn Authenticator>()]
     }
 
-    /// The user's plan for `/me`, late: its provider (payment) uses this module's authenticator.
+    /// Both used late: their providers (comms, payment) use this module's authenticator at
+    /// build. The mailer sends the account mails; the entitlements name the plan in `/me`.
     fn uses() -> Vec<Use> {
-        vec![Use::late::<dyn Entitlements>()]
+        vec![Use::late::<dyn Mailer>(), Use::late::<dyn Entitlements>()]
     }
 
     fn migrations() -> Option<MigrationSet> {
@@ -97,7 +106,9 @@ impl BuildModule for AuthModule {
     }
 
     /// Builds the module over a migrated pool. With rate limits on, the counters live in the
-    /// deployment's Redis when it answers (shared by every instance), else in this process.
+    /// deployment's Redis when it answers (shared by every instance), else in this process; the
+    /// mail limits too (Redis looked for at the first mail asked for). The mail templates of
+    /// `AUTH_MAIL_TEMPLATES` are read now: an invalid one stops the start, naming its file.
     async fn build(config: AuthConfig, deps: &Deps) -> Result<Self, ModuleError> {
         if config.secret_generated {
             tracing::warn!(
@@ -115,13 +126,34 @@ impl BuildModule for AuthModule {
         let hasher = passwords::Hasher::new(config.bcrypt_cost, config.bcrypt_concurrency)
             .await
             .map_err(|e| ModuleError::new(Self::NAME, e))?;
-        let service = Arc::new(service::AuthServiceImpl::new(
+        let templates = mail::templates::Templates::load(config.mail_templates.as_deref())
+            .map_err(|e| ModuleError::new(Self::NAME, format!("AUTH_MAIL_TEMPLATES: {e}")))?;
+        let links = mail::LinkSettings {
+            verify_email_url: config.verify_email_url.clone(),
+            reset_password_url: config.reset_password_url.clone(),
+            verify_lifetime: config.verify_lifetime,
+            reset_lifetime: config.reset_lifetime,
+        };
+        let mails = mail::AccountMails::new(
             deps.pool.clone(),
+            templates,
+            links,
+            deps.late::<dyn Mailer>(),
+        );
+        let service = Arc::new(service::AuthServiceImpl::new(service::Parts {
+            pool: deps.pool.clone(),
             keys,
             hasher,
             limiter,
-            deps.read_cache,
-        ));
+            mail_limiter: rate_limit::RateLimiter::shared(deps.redis.clone()),
+            mails,
+            lifecycle: service::Lifecycle {
+                require_verified_email: config.require_verified_email,
+                refresh_lifetime: config.refresh_lifetime,
+                mail_limit_per_hour: config.mail_limit_per_hour,
+            },
+            read_cache: deps.read_cache,
+        }));
         let state = web::Data::new(http::AuthState {
             service: service.clone(),
             rate_limit: config.rate_limit,
@@ -186,7 +218,13 @@ impl Module for AuthModule {
             .service(http::token)
             .service(http::me)
             .service(http::list_users)
-            .service(http::update_user);
+            .service(http::update_user)
+            .service(http::sessions::refresh)
+            .service(http::sessions::logout)
+            .service(http::account::request_verification)
+            .service(http::account::verify_email)
+            .service(http::account::forgot_password)
+            .service(http::account::reset_password);
     }
 
     /// Healthy when the user table can be read.
@@ -222,5 +260,34 @@ pub mod testing {
     pub async fn delete_user(pool: &kernel::DbPool, id: i64) -> Result<usize, crate::AuthError> {
         let mut pooled = pool.get().await?;
         Ok(crate::store::delete(&mut pooled.conn(), id).await?)
+    }
+
+    /// Makes every refresh and mail token of a user expired a minute ago; returns the rows
+    /// changed.
+    pub async fn expire_tokens(
+        pool: &kernel::DbPool,
+        user_id: i64,
+    ) -> Result<usize, crate::AuthError> {
+        let mut pooled = pool.get().await?;
+        let past = kernel::time::now() - chrono::TimeDelta::minutes(1);
+        Ok(crate::store::tokens::expire_all(&mut pooled.conn(), user_id, past).await?)
+    }
+
+    /// The stored hashes of a user's refresh and mail tokens (the tests check that no token is
+    /// stored as it was handed out).
+    pub async fn stored_token_hashes(
+        pool: &kernel::DbPool,
+        user_id: i64,
+    ) -> Result<Vec<String>, crate::AuthError> {
+        let mut pooled = pool.get().await?;
+        Ok(crate::store::tokens::hashes_of(&mut pooled.conn(), user_id).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn migration_trees_are_mirrored() {
+        kernel::testing::assert_migration_trees_mirrored(env!("CARGO_MANIFEST_DIR"), "auth");
     }
 }

@@ -6,8 +6,10 @@ use actix_web::http::StatusCode;
 use kernel::ApiError;
 use serde_json::Value;
 
-/// The one grant this endpoint serves.
+/// The one grant the token endpoint serves.
 pub const PASSWORD_GRANT: &str = "password";
+/// The one grant the refresh endpoint serves (RFC 6749 §6).
+pub const REFRESH_GRANT: &str = "refresh_token";
 
 /// RFC 6749 §5.2's error codes, and the two of §4.1.2.1 that name a server-side failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,12 +32,13 @@ impl OAuthError {
         }
     }
 
-    /// The code an answer of the token endpoint carries, by its status: 401 is a refused grant
-    /// (wrong e-mail or password, inactive user), 429 and 503 ask the client to come back, 5xx is
-    /// the server's fault, and any other 4xx is a request the client must fix.
+    /// The code an answer of the token endpoint carries, by its status: 401 and 403 are a refused
+    /// grant (wrong e-mail or password, inactive user, address not verified), 429 and 503 ask the
+    /// client to come back, 5xx is the server's fault, and any other 4xx is a request the client
+    /// must fix.
     fn for_status(status: StatusCode) -> OAuthError {
         match status {
-            StatusCode::UNAUTHORIZED => OAuthError::InvalidGrant,
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => OAuthError::InvalidGrant,
             StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
                 OAuthError::TemporarilyUnavailable
             }
@@ -48,10 +51,20 @@ impl OAuthError {
 /// 400 `unsupported_grant_type` unless `grant_type` is absent (the spec's form has none) or
 /// `password`. An empty value counts as absent, as an HTML form sends it.
 pub fn check_grant_type(grant_type: Option<&str>) -> Result<(), ApiError> {
+    check_grant(grant_type, PASSWORD_GRANT, "password")
+}
+
+/// The same for the refresh endpoint: `grant_type` absent, empty or `refresh_token`.
+pub fn check_refresh_grant_type(grant_type: Option<&str>) -> Result<(), ApiError> {
+    check_grant(grant_type, REFRESH_GRANT, "refresh_token")
+}
+
+fn check_grant(grant_type: Option<&str>, served: &str, name: &str) -> Result<(), ApiError> {
     match grant_type.map(str::trim) {
-        None | Some("") | Some(PASSWORD_GRANT) => Ok(()),
+        None | Some("") => Ok(()),
+        Some(given) if given == served => Ok(()),
         Some(other) => Err(ApiError::bad_request(format!(
-            "Unsupported grant_type: {}. Only the password grant is served here",
+            "Unsupported grant_type: {}. Only the {name} grant is served here",
             printable(other)
         ))
         .field(
@@ -121,6 +134,17 @@ mod tests {
                 Some(&Value::from("unsupported_grant_type"))
             );
         }
+        assert!(check_refresh_grant_type(None).is_ok());
+        assert!(check_refresh_grant_type(Some("refresh_token")).is_ok());
+        let Err(error) = check_refresh_grant_type(Some("password")) else {
+            panic!("the password grant passed the refresh endpoint");
+        };
+        assert_eq!(
+            error.detail(),
+            &Value::from(
+                "Unsupported grant_type: password. Only the refresh_token grant is served here"
+            )
+        );
     }
 
     #[test]
@@ -135,6 +159,11 @@ mod tests {
                 ApiError::unauthorized("Inactive user"),
                 "invalid_grant",
                 "Inactive user",
+            ),
+            (
+                ApiError::forbidden("Email not verified"),
+                "invalid_grant",
+                "Email not verified",
             ),
             (
                 ApiError::field_list(vec![

@@ -1,11 +1,13 @@
-//! Optional per-IP rate limits of register and login (`AUTH_RATE_LIMIT=true`): fixed one-hour
-//! windows, counted in Redis when a pool is given (shared by every server instance), else in
-//! this process.
+//! Rate limits, in fixed one-hour windows: the optional per-IP limits of register and login
+//! (`AUTH_RATE_LIMIT=true`), and the per-address limits of the mails a client can trigger
+//! (verification and password reset, always on). Counted in Redis when a pool is given (shared by
+//! every server instance), else in this process.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use deadpool_redis::redis;
+use kernel::redis::SharedRedis;
 
 use crate::error::AuthError;
 
@@ -16,13 +18,20 @@ const WINDOW_SECONDS: u64 = 3600;
 pub enum Action {
     Register,
     Login,
+    /// A verification mail asked for an address.
+    VerifyEmail,
+    /// A password-reset mail asked for an address.
+    PasswordReset,
 }
 
 impl Action {
+    /// The spec's production targets of the per-IP limits; the mail limits are a setting
+    /// (`AUTH_MAIL_LIMIT_PER_HOUR`), given to [`RateLimiter::check_limit`].
     pub fn limit(self) -> u64 {
         match self {
             Action::Register => 5,
             Action::Login => 10,
+            Action::VerifyEmail | Action::PasswordReset => 5,
         }
     }
 
@@ -30,14 +39,20 @@ impl Action {
         match self {
             Action::Register => "register",
             Action::Login => "login",
+            Action::VerifyEmail => "verify_email",
+            Action::PasswordReset => "password_reset",
         }
     }
 }
 
+type Counters = Mutex<HashMap<(Action, String), (u64, u64)>>;
+
 pub enum RateLimiter {
     Off,
-    Memory(Mutex<HashMap<(Action, String), (u64, u64)>>),
+    Memory(Counters),
     Redis(deadpool_redis::Pool),
+    /// Redis when the deployment's answers (looked for at the first check), else this process.
+    Shared(SharedRedis, Counters),
 }
 
 impl RateLimiter {
@@ -45,47 +60,37 @@ impl RateLimiter {
         RateLimiter::Memory(Mutex::new(HashMap::new()))
     }
 
+    /// Counts in the deployment's Redis when it answers, else in this process; Redis is looked
+    /// for at the first check, not before.
+    pub fn shared(redis: SharedRedis) -> Self {
+        RateLimiter::Shared(redis, Mutex::new(HashMap::new()))
+    }
+
     /// Counts one attempt of `action` from `ip`; `RateLimited` once over the hourly limit.
     pub async fn check(&self, action: Action, ip: &str) -> Result<(), AuthError> {
+        self.check_limit(action, ip, action.limit()).await
+    }
+
+    /// Counts one attempt of `action` for `key`; `RateLimited` once over `limit` in the hour.
+    pub async fn check_limit(
+        &self,
+        action: Action,
+        key: &str,
+        limit: u64,
+    ) -> Result<(), AuthError> {
         let now = chrono::Utc::now().timestamp().max(0) as u64;
         let window = now / WINDOW_SECONDS;
         let retry_after_seconds = (window + 1) * WINDOW_SECONDS - now;
         let count = match self {
             RateLimiter::Off => return Ok(()),
-            RateLimiter::Memory(counters) => {
-                let mut counters = counters
-                    .lock()
-                    .map_err(|_| AuthError::Internal("rate limiter lock poisoned".into()))?;
-                if counters.len() > 100_000 {
-                    counters.retain(|_, (w, _)| *w == window);
-                }
-                let entry = counters
-                    .entry((action, ip.to_owned()))
-                    .or_insert((window, 0));
-                if entry.0 != window {
-                    *entry = (window, 0);
-                }
-                entry.1 += 1;
-                entry.1
-            }
-            RateLimiter::Redis(pool) => {
-                let key = format!("keel:auth:ratelimit:{}:{ip}:{window}", action.name());
-                let mut conn = pool
-                    .get()
-                    .await
-                    .map_err(|e| AuthError::Internal(format!("rate limit store: {e}")))?;
-                let (count,): (u64,) = redis::pipe()
-                    .atomic()
-                    .incr(&key, 1)
-                    .expire(&key, WINDOW_SECONDS as i64)
-                    .ignore()
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(|e| AuthError::Internal(format!("rate limit store: {e}")))?;
-                count
-            }
+            RateLimiter::Shared(redis, counters) => match redis.answering().await {
+                Some(pool) => count_in_redis(&pool, action, key, window).await?,
+                None => count_in_memory(counters, action, key, window)?,
+            },
+            RateLimiter::Memory(counters) => count_in_memory(counters, action, key, window)?,
+            RateLimiter::Redis(pool) => count_in_redis(pool, action, key, window).await?,
         };
-        if count > action.limit() {
+        if count > limit {
             Err(AuthError::RateLimited {
                 retry_after_seconds,
             })
@@ -93,6 +98,50 @@ impl RateLimiter {
             Ok(())
         }
     }
+}
+
+fn count_in_memory(
+    counters: &Counters,
+    action: Action,
+    key: &str,
+    window: u64,
+) -> Result<u64, AuthError> {
+    let mut counters = counters
+        .lock()
+        .map_err(|_| AuthError::Internal("rate limiter lock poisoned".into()))?;
+    if counters.len() > 100_000 {
+        counters.retain(|_, (w, _)| *w == window);
+    }
+    let entry = counters
+        .entry((action, key.to_owned()))
+        .or_insert((window, 0));
+    if entry.0 != window {
+        *entry = (window, 0);
+    }
+    entry.1 += 1;
+    Ok(entry.1)
+}
+
+async fn count_in_redis(
+    pool: &deadpool_redis::Pool,
+    action: Action,
+    key: &str,
+    window: u64,
+) -> Result<u64, AuthError> {
+    let key = format!("keel:auth:ratelimit:{}:{key}:{window}", action.name());
+    let mut conn = pool
+        .get()
+        .await
+        .map_err(|e| AuthError::Internal(format!("rate limit store: {e}")))?;
+    let (count,): (u64,) = redis::pipe()
+        .atomic()
+        .incr(&key, 1)
+        .expire(&key, WINDOW_SECONDS as i64)
+        .ignore()
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| AuthError::Internal(format!("rate limit store: {e}")))?;
+    Ok(count)
 }
 
 #[cfg(test)]
@@ -111,6 +160,35 @@ mod tests {
         ));
         assert!(limiter.check(Action::Register, "5.6.7.8").await.is_ok());
         assert!(limiter.check(Action::Login, "1.2.3.4").await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn mail_limits_count_per_key_with_the_given_limit() {
+        let limiter = RateLimiter::shared(SharedRedis::none());
+        for _ in 0..2 {
+            assert!(
+                limiter
+                    .check_limit(Action::PasswordReset, "k1", 2)
+                    .await
+                    .is_ok()
+            );
+        }
+        assert!(matches!(
+            limiter.check_limit(Action::PasswordReset, "k1", 2).await,
+            Err(AuthError::RateLimited { .. })
+        ));
+        assert!(
+            limiter
+                .check_limit(Action::PasswordReset, "k2", 2)
+                .await
+                .is_ok()
+        );
+        assert!(
+            limiter
+                .check_limit(Action::VerifyEmail, "k1", 2)
+                .await
+                .is_ok()
+        );
     }
 
     #[tokio::test]

@@ -1,8 +1,14 @@
-//! The auth service: the rules of registration, login, tokens and user administration.
+//! The auth service: the rules of registration, login, tokens and user administration; the
+//! account lifecycle (verification, password reset) in [`lifecycle`], sessions (refresh tokens,
+//! sign-out) in [`sessions`].
+
+mod lifecycle;
+mod sessions;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use chrono::TimeDelta;
 use kernel::cache::ReadCache;
 use kernel::identity::AuthFailure;
 use kernel::pagination::Page;
@@ -10,10 +16,13 @@ use kernel::{Authenticator, DbPool, Principal, Role};
 
 use crate::domain::{self, NewAccount};
 use crate::error::AuthError;
+use crate::mail::{AccountMails, Issued, MailKind};
 use crate::passwords::Hasher;
 use crate::rate_limit::{Action, RateLimiter};
 use crate::store::{self, NewUserRow, UserChanges, UserRow};
-use crate::tokens::TokenKeys;
+use crate::tokens::{TokenKeys, Verified};
+
+pub use sessions::Logout;
 
 /// A user as the service hands it out (never with the password hash).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +34,10 @@ pub struct User {
     pub role: Role,
     pub created_at: chrono::NaiveDateTime,
     pub updated_at: chrono::NaiveDateTime,
+    /// Whether the address was proven by a verification or password-reset mail.
+    pub email_verified: bool,
+    /// Access tokens carry it; raised to end every session.
+    pub session_version: i32,
 }
 
 impl From<UserRow> for User {
@@ -37,6 +50,8 @@ impl From<UserRow> for User {
             role: Role::parse(&row.role).unwrap_or(Role::User),
             created_at: row.created_at,
             updated_at: row.updated_at,
+            email_verified: row.email_verified,
+            session_version: row.session_version,
         }
     }
 }
@@ -72,19 +87,24 @@ pub struct UserPatch {
 /// The caller's address, for rate limits.
 pub type ClientIp<'a> = Option<&'a str>;
 
-/// A bearer token as login issues it.
+/// A bearer token as login and refresh issue it, with the refresh token that gets the next one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessToken {
     pub token: String,
     /// Seconds from now until it expires (`ACCESS_TOKEN_EXPIRE_MINUTES`).
     pub expires_in: i64,
+    /// Opaque, single-use: `POST /refresh` trades it for a new pair.
+    pub refresh_token: String,
 }
 
 #[async_trait]
 pub trait AuthService: Send + Sync {
-    /// Creates an account (role `user`). 422 with every failing field; 400 when the address is taken.
+    /// Creates an account (role `user`) and sends its verification mail (not waited for).
+    /// 422 with every failing field; 400 when the address is taken.
     async fn register(&self, input: Registration, ip: ClientIp<'_>) -> Result<User, AuthError>;
-    /// Checks credentials and issues a bearer token. Inactive users with the right password: `Inactive`.
+    /// Checks credentials and issues a bearer token and a refresh token (a new session).
+    /// Inactive users with the right password: `Inactive`; unverified ones, when verification
+    /// is required: `EmailNotVerified`.
     async fn login(
         &self,
         email: &str,
@@ -106,8 +126,55 @@ pub trait AuthService: Send + Sync {
         id: i64,
         patch: UserPatch,
     ) -> Result<User, AuthError>;
-    /// Creates an account with a given role (the CLI's `users create`).
+    /// Creates an account with a given role (the CLI's `users create`), its address taken as
+    /// verified (the operator vouches for it).
     async fn create_user(&self, input: Registration, role: Role) -> Result<User, AuthError>;
+    /// Trades a refresh token for a new access token and refresh token (RFC 6749 §6). A token
+    /// used before revokes its whole family: `InvalidRefreshToken`.
+    async fn refresh(&self, refresh_token: &str) -> Result<AccessToken, AuthError>;
+    /// Ends one session (a refresh token's family) or every session of a user.
+    async fn logout(&self, what: Logout<'_>) -> Result<(), AuthError>;
+    /// Sends `user` a verification mail and waits for the mailer. `AlreadyVerified` when there
+    /// is nothing to verify.
+    async fn request_verification(&self, user: &User) -> Result<(), AuthError>;
+    /// Sends a verification mail to the account of `email`, if there is an active, unverified
+    /// one, without waiting: the answer is the same whether or not the account exists.
+    async fn request_verification_for(&self, email: &str) -> Result<(), AuthError>;
+    /// Marks the address of a verification token's account verified.
+    async fn verify_email(&self, token: &str) -> Result<User, AuthError>;
+    /// Sends a password-reset mail to the account of `email`, if there is an active one,
+    /// without waiting: the answer is the same whether or not the account exists.
+    async fn forgot_password(&self, email: &str) -> Result<(), AuthError>;
+    /// Sets a new password with a reset token, and ends every session of the account.
+    async fn reset_password(&self, token: &str, password: &str) -> Result<(), AuthError>;
+    /// A reset token and link for the account of `email`, without a mail (the CLI's
+    /// `users reset-link`).
+    async fn reset_link(&self, email: &str) -> Result<(User, Issued), AuthError>;
+}
+
+/// The settings of the account lifecycle the service applies.
+#[derive(Debug, Clone, Copy)]
+pub struct Lifecycle {
+    /// Login and refresh refuse unverified addresses (`AUTH_REQUIRE_VERIFIED_EMAIL`).
+    pub require_verified_email: bool,
+    /// `REFRESH_TOKEN_EXPIRE_DAYS`.
+    pub refresh_lifetime: TimeDelta,
+    /// Mails per address and hour (`AUTH_MAIL_LIMIT_PER_HOUR`).
+    pub mail_limit_per_hour: u64,
+}
+
+/// What the service is made of.
+pub struct Parts {
+    pub pool: DbPool,
+    pub keys: TokenKeys,
+    pub hasher: Hasher,
+    /// The per-IP limits of register and login (`AUTH_RATE_LIMIT`).
+    pub limiter: RateLimiter,
+    /// The per-address limits of the mails.
+    pub mail_limiter: RateLimiter,
+    pub mails: AccountMails,
+    pub lifecycle: Lifecycle,
+    pub read_cache: bool,
 }
 
 pub struct AuthServiceImpl {
@@ -115,6 +182,9 @@ pub struct AuthServiceImpl {
     keys: TokenKeys,
     hasher: Hasher,
     limiter: RateLimiter,
+    mail_limiter: RateLimiter,
+    mails: AccountMails,
+    lifecycle: Lifecycle,
     /// The users behind tokens, by id (`READ_CACHE`): cleared by every change made here, and
     /// never older than a second, so a user deactivated elsewhere is refused within it.
     users: ReadCache<i64, User>,
@@ -124,19 +194,16 @@ pub struct AuthServiceImpl {
 const USER_CACHE_ENTRIES: usize = 10_000;
 
 impl AuthServiceImpl {
-    pub fn new(
-        pool: DbPool,
-        keys: TokenKeys,
-        hasher: Hasher,
-        limiter: RateLimiter,
-        read_cache: bool,
-    ) -> Self {
+    pub fn new(parts: Parts) -> Self {
         Self {
-            pool,
-            keys,
-            hasher,
-            limiter,
-            users: ReadCache::new(read_cache, USER_CACHE_ENTRIES),
+            pool: parts.pool,
+            keys: parts.keys,
+            hasher: parts.hasher,
+            limiter: parts.limiter,
+            mail_limiter: parts.mail_limiter,
+            mails: parts.mails,
+            lifecycle: parts.lifecycle,
+            users: ReadCache::new(parts.read_cache, USER_CACHE_ENTRIES),
         }
     }
 
@@ -152,7 +219,11 @@ impl AuthServiceImpl {
         }
     }
 
-    async fn insert_account(&self, account: NewAccount) -> Result<User, AuthError> {
+    async fn insert_account(
+        &self,
+        account: NewAccount,
+        email_verified: bool,
+    ) -> Result<User, AuthError> {
         let hashed = self.hasher.hash(&account.password).await?;
         let now = kernel::time::now();
         let row = NewUserRow {
@@ -164,6 +235,7 @@ impl AuthServiceImpl {
             role: account.role.as_str(),
             created_at: now,
             updated_at: now,
+            email_verified,
         };
         let mut pooled = self.pool.get().await?;
         match store::insert(&mut pooled.conn(), &row).await {
@@ -189,7 +261,12 @@ impl AuthService for AuthServiceImpl {
     async fn register(&self, input: Registration, ip: ClientIp<'_>) -> Result<User, AuthError> {
         self.limit(Action::Register, ip).await?;
         let account = Self::validate(&input)?;
-        self.insert_account(account).await
+        let user = self.insert_account(account, false).await?;
+        if user.is_active {
+            self.mails
+                .send_detached(user.clone(), MailKind::VerifyEmail);
+        }
+        Ok(user)
     }
 
     async fn login(
@@ -208,25 +285,17 @@ impl AuthService for AuthServiceImpl {
         if !self.hasher.verify(password, hash).await? {
             return Err(AuthError::BadCredentials);
         }
-        let row = row.ok_or(AuthError::BadCredentials)?;
-        if !row.is_active {
-            return Err(AuthError::Inactive);
-        }
-        let token = self
-            .keys
-            .issue(row.id)
-            .map_err(|e| AuthError::Internal(e.to_string()))?;
-        Ok(AccessToken {
-            token,
-            expires_in: self.keys.lifetime_seconds(),
-        })
+        let user = User::from(row.ok_or(AuthError::BadCredentials)?);
+        self.admit(&user)?;
+        self.start_session(&user).await
     }
 
     async fn user_for_token(&self, token: &str) -> Result<User, AuthFailure> {
-        let id = self
+        let verified = self
             .keys
             .verify(token)
             .ok_or(AuthFailure::InvalidCredentials)?;
+        let id = verified.user_id;
         let user = match self.users.get(&id) {
             Ok(user) => user,
             Err(ticket) => {
@@ -245,14 +314,17 @@ impl AuthService for AuthServiceImpl {
                 user
             }
         };
-        active(user)
+        current(user, verified)
     }
 
     fn cached_user_for_token(&self, token: &str) -> Option<Result<User, AuthFailure>> {
-        let Some(id) = self.keys.verify(token) else {
+        let Some(verified) = self.keys.verify(token) else {
             return Some(Err(AuthFailure::InvalidCredentials));
         };
-        self.users.get(&id).ok().map(active)
+        self.users
+            .get(&verified.user_id)
+            .ok()
+            .map(|user| current(user, verified))
     }
 
     async fn list_users(&self, page: Page) -> Result<(Vec<User>, i64), AuthError> {
@@ -282,6 +354,7 @@ impl AuthService for AuthServiceImpl {
             is_active: patch.is_active,
             role: patch.role.map(Role::as_str),
             updated_at: Some(kernel::time::now()),
+            ..UserChanges::default()
         };
         let mut pooled = self.pool.get().await?;
         let updated = store::update(&mut pooled.conn(), id, &changes).await;
@@ -292,13 +365,53 @@ impl AuthService for AuthServiceImpl {
     async fn create_user(&self, input: Registration, role: Role) -> Result<User, AuthError> {
         let mut account = Self::validate(&input)?;
         account.role = role;
-        self.insert_account(account).await
+        self.insert_account(account, true).await
+    }
+
+    async fn refresh(&self, refresh_token: &str) -> Result<AccessToken, AuthError> {
+        self.rotate(refresh_token).await
+    }
+
+    async fn logout(&self, what: Logout<'_>) -> Result<(), AuthError> {
+        self.end_sessions(what).await
+    }
+
+    async fn request_verification(&self, user: &User) -> Result<(), AuthError> {
+        self.send_verification(user).await
+    }
+
+    async fn request_verification_for(&self, email: &str) -> Result<(), AuthError> {
+        self.mail_by_address(email, MailKind::VerifyEmail).await
+    }
+
+    async fn verify_email(&self, token: &str) -> Result<User, AuthError> {
+        self.consume_verification(token).await
+    }
+
+    async fn forgot_password(&self, email: &str) -> Result<(), AuthError> {
+        self.mail_by_address(email, MailKind::PasswordReset).await
+    }
+
+    async fn reset_password(&self, token: &str, password: &str) -> Result<(), AuthError> {
+        self.consume_reset(token, password).await
+    }
+
+    async fn reset_link(&self, email: &str) -> Result<(User, Issued), AuthError> {
+        let user = self
+            .find_by_email(email)
+            .await?
+            .ok_or(AuthError::UserNotFound)?;
+        let issued = self.mails.issue(&user, MailKind::PasswordReset).await?;
+        Ok((user, issued))
     }
 }
 
-/// A user behind a token, refused when deactivated.
-fn active(user: User) -> Result<User, AuthFailure> {
-    if user.is_active {
+/// A user behind a token: refused when the token is from an ended session (a password reset,
+/// a sign-out everywhere), or when the user is deactivated.
+fn current(user: User, token: Verified) -> Result<User, AuthFailure> {
+    if i64::from(user.session_version) != token.session_version {
+        Err(AuthFailure::InvalidCredentials)
+    } else if user.is_active {
         Ok(user)
     } else {
         Err(AuthFailure::Inactive)

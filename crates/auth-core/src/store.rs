@@ -1,4 +1,6 @@
-//! Every SQL query of the auth module.
+//! Every SQL query of the auth module: users here, the refresh and mail tokens in [`tokens`].
+
+pub mod tokens;
 
 use chrono::NaiveDateTime;
 use diesel::{
@@ -24,6 +26,9 @@ pub struct UserRow {
     pub created_at: NaiveDateTime,
     #[diesel(deserialize_as = StoredTime)]
     pub updated_at: NaiveDateTime,
+    pub email_verified: bool,
+    /// Carried by access tokens (claim `sv`); raised to end every session.
+    pub session_version: i32,
 }
 
 #[derive(Debug, Insertable)]
@@ -37,6 +42,7 @@ pub struct NewUserRow<'a> {
     pub role: &'a str,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+    pub email_verified: bool,
 }
 
 #[derive(Debug, Default, AsChangeset)]
@@ -44,6 +50,8 @@ pub struct NewUserRow<'a> {
 pub struct UserChanges<'a> {
     pub is_active: Option<bool>,
     pub role: Option<&'a str>,
+    pub email_verified: Option<bool>,
+    pub hashed_password: Option<&'a str>,
     pub updated_at: Option<NaiveDateTime>,
 }
 
@@ -113,6 +121,25 @@ pub async fn update(
     })
 }
 
+/// Raises a user's session version: every access token issued before stops working.
+pub async fn end_sessions(
+    conn: &mut DbConn<'_>,
+    id: i64,
+    now: NaiveDateTime,
+) -> QueryResult<Option<UserRow>> {
+    with_conn!(conn, |c| {
+        diesel::update(users::table.find(id))
+            .set((
+                users::session_version.eq(users::session_version + 1),
+                users::updated_at.eq(now),
+            ))
+            .returning(UserRow::as_returning())
+            .get_result(c)
+            .await
+            .optional()
+    })
+}
+
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub async fn delete(conn: &mut DbConn<'_>, id: i64) -> QueryResult<usize> {
     with_conn!(conn, |c| diesel::delete(users::table.find(id))
@@ -149,6 +176,7 @@ mod tests {
                 role: "user",
                 created_at: now,
                 updated_at: now,
+                email_verified: false,
             };
             ids.push(insert(&mut conn, &new).await.unwrap().id);
         }

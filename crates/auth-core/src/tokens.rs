@@ -1,7 +1,10 @@
-//! JWT bearer tokens: HS256, claims `sub` (the user id as a string), `iat`, `exp`, `jti`.
+//! JWT bearer tokens: HS256, claims `sub` (the user id as a string), `iat`, `exp`, `jti`, and
+//! `sv`, the user's session version when the token was issued. And the opaque tokens of refresh
+//! and mail links: 32 random bytes, hex, stored only as their SHA-256.
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Claims {
@@ -9,6 +12,17 @@ pub struct Claims {
     pub iat: i64,
     pub exp: i64,
     pub jti: String,
+    /// The user's session version at issue; a token without it (issued before sessions had
+    /// versions) reads as version 0.
+    #[serde(default)]
+    pub sv: i64,
+}
+
+/// What a valid access token says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verified {
+    pub user_id: i64,
+    pub session_version: i64,
 }
 
 /// Signs and checks tokens with one secret.
@@ -33,14 +47,19 @@ impl TokenKeys {
         }
     }
 
-    /// A new token for `user_id`, valid for the configured lifetime from now.
-    pub fn issue(&self, user_id: i64) -> Result<String, jsonwebtoken::errors::Error> {
+    /// A new token for `user_id` at `session_version`, valid for the configured lifetime from now.
+    pub fn issue(
+        &self,
+        user_id: i64,
+        session_version: i32,
+    ) -> Result<String, jsonwebtoken::errors::Error> {
         let now = chrono::Utc::now().timestamp();
         let claims = Claims {
             sub: user_id.to_string(),
             iat: now,
             exp: now.saturating_add(self.lifetime_seconds),
             jti: uuid::Uuid::new_v4().to_string(),
+            sv: i64::from(session_version),
         };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
     }
@@ -50,11 +69,41 @@ impl TokenKeys {
         self.lifetime_seconds
     }
 
-    /// The user id of a valid, unexpired token signed with our key; `None` otherwise.
-    pub fn verify(&self, token: &str) -> Option<i64> {
+    /// The user id and session version of a valid, unexpired token signed with our key; `None`
+    /// otherwise.
+    pub fn verify(&self, token: &str) -> Option<Verified> {
         let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation).ok()?;
-        data.claims.sub.parse().ok()
+        Some(Verified {
+            user_id: data.claims.sub.parse().ok()?,
+            session_version: data.claims.sv,
+        })
     }
+}
+
+/// The length of an opaque token: 32 random bytes in hex.
+pub const OPAQUE_LEN: usize = 64;
+
+/// A new opaque token (refresh token, mail link token) and the hash to store for it.
+pub fn new_opaque() -> Result<(String, String), getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    let token = hex::encode(bytes);
+    let hash = hash_opaque(&token);
+    Ok((token, hash))
+}
+
+/// The stored form of an opaque token: its SHA-256, hex.
+pub fn hash_opaque(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Whether `token` has the shape of an opaque token (64 lower-case hex digits): anything else
+/// is refused before a look-up.
+pub fn looks_opaque(token: &str) -> bool {
+    token.len() == OPAQUE_LEN
+        && token
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 #[cfg(test)]
@@ -64,8 +113,14 @@ mod tests {
     #[test]
     fn issued_tokens_verify_and_tampered_ones_do_not() {
         let keys = TokenKeys::new(b"0123456789abcdef0123456789abcdef", 30);
-        let token = keys.issue(42).unwrap_or_default();
-        assert_eq!(keys.verify(&token), Some(42));
+        let token = keys.issue(42, 3).unwrap_or_default();
+        assert_eq!(
+            keys.verify(&token),
+            Some(Verified {
+                user_id: 42,
+                session_version: 3
+            })
+        );
         let other = TokenKeys::new(b"another-secret-another-secret-xx", 30);
         assert_eq!(other.verify(&token), None);
         let mut tampered = token.clone();
@@ -95,7 +150,11 @@ mod tests {
     fn only_hs256_is_accepted() {
         let keys = TokenKeys::new(SECRET, 30);
         let claims = fresh_claims();
-        assert_eq!(keys.verify(&sign(Algorithm::HS256, &claims)), Some(1));
+        assert_eq!(
+            keys.verify(&sign(Algorithm::HS256, &claims))
+                .map(|v| v.user_id),
+            Some(1)
+        );
         // The same claims and the same secret under another HMAC algorithm.
         for other in [Algorithm::HS384, Algorithm::HS512] {
             let token = sign(other, &claims);
@@ -121,7 +180,14 @@ mod tests {
     fn exp_sub_and_iat_are_required() {
         let keys = TokenKeys::new(SECRET, 30);
         let complete = fresh_claims();
-        assert_eq!(keys.verify(&sign(Algorithm::HS256, &complete)), Some(1));
+        assert_eq!(
+            keys.verify(&sign(Algorithm::HS256, &complete)),
+            Some(Verified {
+                user_id: 1,
+                session_version: 0
+            }),
+            "a token without sv reads as version 0"
+        );
         for claim in ["exp", "sub", "iat"] {
             let mut claims = complete.clone();
             if let Some(map) = claims.as_object_mut() {
@@ -149,6 +215,7 @@ mod tests {
             iat: now - 3600,
             exp: now - 60,
             jti: "x".into(),
+            sv: 0,
         };
         let token = jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
@@ -157,5 +224,29 @@ mod tests {
         )
         .unwrap_or_default();
         assert_eq!(keys.verify(&token), None);
+    }
+
+    #[test]
+    fn opaque_tokens_are_random_hex_stored_as_their_sha256() {
+        let (token, hash) = new_opaque().unwrap_or_default();
+        let (other, _) = new_opaque().unwrap_or_default();
+        assert!(looks_opaque(&token) && looks_opaque(&other), "{token}");
+        assert_ne!(token, other);
+        assert_eq!(hash, hash_opaque(&token));
+        assert_ne!(hash, token);
+        assert_eq!(
+            hash_opaque("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        for bad in [
+            "",
+            "abc",
+            &token.to_uppercase(),
+            &format!("{token}0"),
+            &"g".repeat(64),
+        ] {
+            assert!(!looks_opaque(bad), "{bad}");
+        }
+        assert!(!looks_opaque(&format!("{}\0", &token[..63])));
     }
 }

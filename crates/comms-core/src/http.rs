@@ -150,7 +150,8 @@ pub struct MessageResponse {
     pub provider: String,
     pub recipients: Vec<String>,
     pub subject: Option<String>,
-    /// The first 200 characters of the text, the SMS body, or the TwiML URL.
+    /// The first 200 characters of the text, the SMS body, or the TwiML URL; none for the mails
+    /// sent for other modules (their body carries a sign-in link).
     pub preview: Option<String>,
     /// The provider's id (Resend's email id, Twilio's SID); none when the provider refused it.
     pub provider_id: Option<String>,
@@ -326,6 +327,7 @@ pub async fn send_email(
             .into_iter()
             .map(|t| (t.name, t.value))
             .collect(),
+        private_body: false,
     };
     let service = state.service.clone();
     let sender = sender(&user);

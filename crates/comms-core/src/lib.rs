@@ -1,5 +1,6 @@
 //! Keel's communications module: email through Resend, SMS and voice calls through Twilio, and a
-//! message log that the providers' signed delivery webhooks move forward.
+//! message log that the providers' signed delivery webhooks move forward. It lends the other
+//! modules a [`Mailer`] (auth's account mails) over its email channel.
 //!
 //! Embedding it alone in an actix-web app (the sends are open without an authenticator; hand one
 //! in with [`Deps::with_authenticator`] to require an active user):
@@ -35,6 +36,7 @@ pub mod config;
 pub mod domain;
 mod error;
 mod http;
+mod mailer;
 pub mod providers;
 mod schema;
 mod service;
@@ -45,9 +47,10 @@ use std::sync::Arc;
 
 use actix_web::web;
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
-use kernel::capability::Use;
+use kernel::capability::{Capabilities, CapabilityId, Use};
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
+use kernel::mail::Mailer;
 use kernel::module::{BuildModule, Deps, Module, ModuleError};
 use kernel::{Authenticator, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -55,6 +58,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 pub use config::CommsConfig;
 pub use domain::Channel;
 pub use error::CommsError;
+pub use mailer::CommsMailer;
 pub use service::{
     CallReceipt, CallRequest, CommsService, EmailReceipt, EmailRequest, EventOutcome, ListFilter,
     Message, SmsReceipt, SmsRequest, TWILIO_CALLBACK_PATH, Viewer,
@@ -86,6 +90,11 @@ impl BuildModule for CommsModule {
 
     fn uses() -> Vec<Use> {
         vec![Use::optional::<dyn Authenticator>()]
+    }
+
+    /// A mailer over the email channel (Resend), recorded in the message log.
+    fn provides() -> Vec<CapabilityId> {
+        vec![CapabilityId::of::<dyn Mailer>()]
     }
 
     fn migrations() -> Option<MigrationSet> {
@@ -145,6 +154,13 @@ impl CommsModule {
     pub fn service(&self) -> Arc<dyn CommsService> {
         self.service.clone()
     }
+
+    /// The mailer this module lends the others (its [`Capabilities`] entry): an embedder hands
+    /// it to another module with `Deps::with::<dyn Mailer>(...)`. Until the email channel is
+    /// configured its sends answer `MailError::NotConfigured` naming the missing setting.
+    pub fn mailer(&self) -> Arc<dyn Mailer> {
+        Arc::new(CommsMailer(self.service.clone()))
+    }
 }
 
 #[async_trait::async_trait]
@@ -191,6 +207,10 @@ impl Module for CommsModule {
             )),
             Err(e) => ModuleHealth::unhealthy(format!("message log unreachable: {e}")),
         }
+    }
+
+    fn provide(&self, capabilities: &mut Capabilities) {
+        capabilities.provide::<dyn Mailer>(self.mailer());
     }
 
     async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {

@@ -36,6 +36,9 @@ pub struct EmailRequest {
     pub reply_to: Vec<String>,
     /// (name, value)
     pub tags: Vec<(String, String)>,
+    /// The body carries a secret (a sign-in or reset link): the message log keeps no preview of
+    /// it, only the subject.
+    pub private_body: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -384,6 +387,7 @@ impl CommsService for CommsServiceImpl {
     ) -> Result<EmailReceipt, CommsError> {
         check_email(&request)?;
         self.require(Channel::Email)?;
+        let private_body = request.private_body;
         let from = request
             .from_email
             .clone()
@@ -415,6 +419,7 @@ impl CommsService for CommsServiceImpl {
                 .text
                 .as_deref()
                 .or(email.html.as_deref())
+                .filter(|_| !private_body)
                 .map(domain::preview),
         };
         self.record(entry, result.as_ref().map(|id| (id.as_str(), "sent")))

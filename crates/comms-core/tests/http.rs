@@ -211,6 +211,8 @@ impl Ctx {
     }
 }
 
+#[path = "http/mailer.rs"]
+mod mailer;
 #[path = "http/twilio_signatures.rs"]
 mod twilio_signatures;
 

@@ -4,35 +4,51 @@
 use std::sync::Arc;
 
 use auth_core::{AuthConfig, AuthModule, UserPatch};
-use kernel::Role;
+use kernel::mail::Mailer;
 use kernel::module::{BuildModule, Deps};
 use kernel::testing::{TestDb, TestServer, spawn_modules};
+use kernel::{DbPool, Role};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+mod lifecycle;
 mod oauth;
+mod reset;
+mod sessions;
 
 const SECRET: &str = "test-secret-test-secret-test-secret!";
 
 struct Ctx {
     server: TestServer,
     module: Arc<AuthModule>,
+    pool: DbPool,
     _db: TestDb,
 }
 
 async fn start(db: TestDb, config: AuthConfig) -> Ctx {
+    start_with(db, config, None).await
+}
+
+/// The module alone, lent `mailer` as the composer would lend comms' (late: the registry is
+/// sealed once the module is built).
+async fn start_with(db: TestDb, config: AuthConfig, mailer: Option<Arc<dyn Mailer>>) -> Ctx {
     let pool = db.migrated_pool(&[auth_core::MIGRATIONS]).await;
-    let mut deps = Deps::new(pool).expect("dependencies");
+    let mut deps = Deps::new(pool.clone()).expect("dependencies");
     deps.read_cache = db.read_cache;
+    if let Some(mailer) = mailer {
+        deps = deps.with::<dyn Mailer>(mailer);
+    }
     let module = Arc::new(
         AuthModule::build(config, &deps)
             .await
             .expect("auth module builds"),
     );
+    deps.capabilities.seal();
     let server = spawn_modules(vec![module.clone()]);
     Ctx {
         server,
         module,
+        pool,
         _db: db,
     }
 }
