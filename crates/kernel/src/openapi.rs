@@ -38,7 +38,7 @@ const LIVENESS_PATH: &str = "/health/live";
 /// Adds the shared parts to a document: the error-body schema (and a JSON body referencing it
 /// on every 4xx and 5xx answer that declares none), the answers every route shares (422 for
 /// input that cannot be read, 413 for a body over its limit, 414 for a URL over the server's
-/// limit, 503 when a backing service is down) and the bearer security scheme. Without an identity provider (`identity` false) every
+/// limit, 431 for a request head over its limit, 503 when a backing service is down) and the bearer security scheme. Without an identity provider (`identity` false) every
 /// route is open, so the routes' security requirements and their 401 and 403 answers are
 /// removed.
 pub fn finish(doc: &mut OpenApi, identity: bool) {
@@ -89,6 +89,12 @@ pub fn finish(doc: &mut OpenApi, identity: bool) {
                     "414",
                     "The URL (path and query) is longer than the server accepts (the detail names \
                      the limit)",
+                ),
+                (
+                    true,
+                    "431",
+                    "The request line and headers are larger than the server accepts, or there \
+                     are too many headers (the detail names both limits)",
                 ),
                 (
                     path != LIVENESS_PATH,
