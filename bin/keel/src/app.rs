@@ -113,6 +113,7 @@ pub async fn compose(
         },
         redis: SharedRedis::new(&config.redis_url, config.redis_db),
         read_cache: config.read_cache,
+        mounts: None,
     };
     let mut built: Vec<(usize, Arc<dyn Module>)> = Vec::new();
     for entry in build_order(entries).map_err(StartError::Composition)? {
@@ -338,11 +339,10 @@ fn app(
         .service(health::ready);
     let (app, mut doc) = state.modules.iter().fold(app, mount).split_for_parts();
     kernel::openapi::finish(&mut doc, state.has_identity());
-    let aliases: Vec<(&str, &str)> = state
-        .modules
+    let mounts: Vec<_> = state.modules.iter().map(|m| m.mounts()).collect();
+    let aliases: Vec<(&str, &str)> = mounts
         .iter()
-        .filter_map(|m| m.mounts().split_first())
-        .flat_map(|(documented, aliases)| aliases.iter().map(move |alias| (*documented, *alias)))
+        .flat_map(|m| m.iter().skip(1).map(|alias| (m.documented(), alias)))
         .collect();
     let allowed = web::Data::new(http::AllowedMethods::from_openapi(&doc, &aliases));
     let app = match metrics_route {

@@ -26,6 +26,7 @@
 //! ```
 
 pub mod budget;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
 mod error;
@@ -43,7 +44,7 @@ use kernel::capability::Use;
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
 use kernel::jobs::TaskDef;
-use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use kernel::module::{BuildModule, Deps, Module, ModuleError, Mounts};
 use kernel::plans::Entitlements;
 use kernel::{Authenticator, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -70,8 +71,14 @@ pub const MIGRATIONS: MigrationSet = MigrationSet {
 
 /// The assembled module.
 pub struct AiModule {
+    /// Where the routes are mounted (the host's choice, else [`Self::MOUNTS`]).
+    mounts: Mounts,
+    // The command line builds services of its own from these (`run_command`).
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     config: AiConfig,
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     http: reqwest::Client,
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     store: Arc<dyn ConversationStore>,
     meter: Arc<Meter>,
     service: Arc<dyn AiService>,
@@ -100,6 +107,11 @@ fn service(
     Arc::new(AiServiceImpl::new(config, model, store, meter))
 }
 
+impl AiModule {
+    /// Where the module mounts its routes unless the host chooses (`Deps::mounted_at`).
+    pub const MOUNTS: &'static [&'static str] = &["/ai", "/api/v1/ai"];
+}
+
 impl BuildModule for AiModule {
     const NAME: &'static str = "ai";
     type Settings = AiConfig;
@@ -117,6 +129,7 @@ impl BuildModule for AiModule {
         Some(MIGRATIONS)
     }
 
+    #[cfg(feature = "cli")]
     fn commands() -> Vec<clap::Command> {
         vec![cli::command()]
     }
@@ -139,6 +152,7 @@ impl BuildModule for AiModule {
         ));
         let service = service(config.clone(), &deps.http, store.clone(), meter.clone());
         Ok(AiModule {
+            mounts: deps.mounts_or(Self::MOUNTS),
             config,
             http: deps.http.clone(),
             store,
@@ -165,8 +179,8 @@ impl Module for AiModule {
         Self::NAME
     }
 
-    fn mounts(&self) -> &'static [&'static str] {
-        &["/ai", "/api/v1/ai"]
+    fn mounts(&self) -> Mounts {
+        self.mounts.clone()
     }
 
     fn routes(&self, cfg: &mut ServiceConfig) {
@@ -196,6 +210,7 @@ impl Module for AiModule {
         }
     }
 
+    #[cfg(feature = "cli")]
     async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
         if name != cli::COMMAND {
             return Err(format!("the ai module has no command {name}"));

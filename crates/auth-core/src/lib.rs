@@ -29,6 +29,7 @@
 //! # }
 //! ```
 
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
 mod domain;
@@ -52,7 +53,7 @@ use kernel::health::ModuleHealth;
 use kernel::http::{describe_form_error, describe_json_error};
 use kernel::identity::Identity;
 use kernel::mail::Mailer;
-use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use kernel::module::{BuildModule, Deps, Module, ModuleError, Mounts};
 use kernel::plans::Entitlements;
 use kernel::{Authenticator, DbPool, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -76,11 +77,18 @@ pub const MIGRATIONS: MigrationSet = MigrationSet {
 
 /// The assembled module: its service and its HTTP state.
 pub struct AuthModule {
+    /// Where the routes are mounted (the host's choice, else [`Self::MOUNTS`]).
+    mounts: Mounts,
     pool: DbPool,
     service: Arc<service::AuthServiceImpl>,
     state: web::Data<http::AuthState>,
     identity: web::Data<Identity>,
     json_limit: usize,
+}
+
+impl AuthModule {
+    /// Where the module mounts its routes unless the host chooses (`Deps::mounted_at`).
+    pub const MOUNTS: &'static [&'static str] = &["/api/v1/auth", "/auth"];
 }
 
 impl BuildModule for AuthModule {
@@ -101,6 +109,7 @@ impl BuildModule for AuthModule {
         Some(MIGRATIONS)
     }
 
+    #[cfg(feature = "cli")]
     fn commands() -> Vec<clap::Command> {
         vec![cli::command()]
     }
@@ -117,10 +126,7 @@ impl BuildModule for AuthModule {
         }
         let limiter = match config.rate_limit {
             false => rate_limit::RateLimiter::Off,
-            true => match deps.redis.answering().await {
-                Some(redis) => rate_limit::RateLimiter::Redis(redis),
-                None => rate_limit::RateLimiter::memory(),
-            },
+            true => rate_limit::RateLimiter::of_deployment(deps).await,
         };
         let keys = tokens::TokenKeys::new(&config.secret_key, config.token_minutes);
         let hasher = passwords::Hasher::new(config.bcrypt_cost, config.bcrypt_concurrency)
@@ -145,7 +151,7 @@ impl BuildModule for AuthModule {
             keys,
             hasher,
             limiter,
-            mail_limiter: rate_limit::RateLimiter::shared(deps.redis.clone()),
+            mail_limiter: rate_limit::RateLimiter::of_deployment_later(deps),
             mails,
             lifecycle: service::Lifecycle {
                 require_verified_email: config.require_verified_email,
@@ -162,6 +168,7 @@ impl BuildModule for AuthModule {
         let authenticator: Arc<dyn Authenticator> =
             Arc::new(service::TokenAuthenticator(service.clone()));
         Ok(Self {
+            mounts: deps.mounts_or(Self::MOUNTS),
             pool: deps.pool.clone(),
             service,
             state,
@@ -196,8 +203,8 @@ impl Module for AuthModule {
     }
 
     /// Documented under `/api/v1/auth`; `/auth` answers the same.
-    fn mounts(&self) -> &'static [&'static str] {
-        &["/api/v1/auth", "/auth"]
+    fn mounts(&self) -> Mounts {
+        self.mounts.clone()
     }
 
     /// Body errors in this module list their fields: `{"detail": [{"field", "message"}]}`.
@@ -245,6 +252,7 @@ impl Module for AuthModule {
         capabilities.provide::<dyn Authenticator>(self.authenticator());
     }
 
+    #[cfg(feature = "cli")]
     async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
         match name {
             cli::COMMAND => cli::run(&*self.service, matches).await,

@@ -1,12 +1,15 @@
 //! Rate limits, in fixed one-hour windows: the optional per-IP limits of register and login
 //! (`AUTH_RATE_LIMIT=true`), and the per-address limits of the mails a client can trigger
-//! (verification and password reset, always on). Counted in Redis when a pool is given (shared by
-//! every server instance), else in this process.
+//! (verification and password reset, always on). Counted in the deployment's Redis when it
+//! answers (shared by every server instance; the `redis` feature), else in this process.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+#[cfg(feature = "redis")]
 use deadpool_redis::redis;
+use kernel::Deps;
+#[cfg(feature = "redis")]
 use kernel::redis::SharedRedis;
 
 use crate::error::AuthError;
@@ -35,6 +38,7 @@ impl Action {
         }
     }
 
+    #[cfg(feature = "redis")]
     fn name(self) -> &'static str {
         match self {
             Action::Register => "register",
@@ -50,8 +54,10 @@ type Counters = Mutex<HashMap<(Action, String), (u64, u64)>>;
 pub enum RateLimiter {
     Off,
     Memory(Counters),
+    #[cfg(feature = "redis")]
     Redis(deadpool_redis::Pool),
     /// Redis when the deployment's answers (looked for at the first check), else this process.
+    #[cfg(feature = "redis")]
     Shared(SharedRedis, Counters),
 }
 
@@ -62,8 +68,31 @@ impl RateLimiter {
 
     /// Counts in the deployment's Redis when it answers, else in this process; Redis is looked
     /// for at the first check, not before.
+    #[cfg(feature = "redis")]
     pub fn shared(redis: SharedRedis) -> Self {
         RateLimiter::Shared(redis, Mutex::new(HashMap::new()))
+    }
+
+    /// The limiter of a module built with `deps`: the deployment's Redis when it answers now,
+    /// else this process.
+    pub async fn of_deployment(deps: &Deps) -> Self {
+        #[cfg(feature = "redis")]
+        if let Some(redis) = deps.redis.answering().await {
+            return RateLimiter::Redis(redis);
+        }
+        let _ = deps;
+        RateLimiter::memory()
+    }
+
+    /// [`of_deployment`](Self::of_deployment), with Redis looked for at the first check.
+    pub fn of_deployment_later(deps: &Deps) -> Self {
+        #[cfg(feature = "redis")]
+        return RateLimiter::shared(deps.redis.clone());
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = deps;
+            RateLimiter::memory()
+        }
     }
 
     /// Counts one attempt of `action` from `ip`; `RateLimited` once over the hourly limit.
@@ -83,11 +112,13 @@ impl RateLimiter {
         let retry_after_seconds = (window + 1) * WINDOW_SECONDS - now;
         let count = match self {
             RateLimiter::Off => return Ok(()),
+            #[cfg(feature = "redis")]
             RateLimiter::Shared(redis, counters) => match redis.answering().await {
                 Some(pool) => count_in_redis(&pool, action, key, window).await?,
                 None => count_in_memory(counters, action, key, window)?,
             },
             RateLimiter::Memory(counters) => count_in_memory(counters, action, key, window)?,
+            #[cfg(feature = "redis")]
             RateLimiter::Redis(pool) => count_in_redis(pool, action, key, window).await?,
         };
         if count > limit {
@@ -122,6 +153,7 @@ fn count_in_memory(
     Ok(entry.1)
 }
 
+#[cfg(feature = "redis")]
 async fn count_in_redis(
     pool: &deadpool_redis::Pool,
     action: Action,
@@ -162,6 +194,7 @@ mod tests {
         assert!(limiter.check(Action::Login, "1.2.3.4").await.is_ok());
     }
 
+    #[cfg(feature = "redis")]
     #[tokio::test]
     async fn mail_limits_count_per_key_with_the_given_limit() {
         let limiter = RateLimiter::shared(SharedRedis::none());

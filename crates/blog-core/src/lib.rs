@@ -27,6 +27,7 @@
 //!
 //! The CLI and other Rust callers use [`BlogModule::service`] (export and import without HTTP).
 
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
 pub mod domain;
@@ -43,7 +44,7 @@ use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 use kernel::capability::Use;
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
-use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use kernel::module::{BuildModule, Deps, Module, ModuleError, Mounts};
 use kernel::{Authenticator, DbPool, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -73,10 +74,17 @@ const PUBLIC_CACHE_ENTRIES: usize = 1024;
 
 /// The assembled module: its service and its HTTP state.
 pub struct BlogModule {
+    /// Where the routes are mounted (the host's choice, else [`Self::MOUNTS`]).
+    mounts: Mounts,
     pool: DbPool,
     service: Arc<BlogServiceImpl>,
     state: web::Data<http::BlogState>,
     identity: web::Data<Identity>,
+}
+
+impl BlogModule {
+    /// Where the module mounts its routes unless the host chooses (`Deps::mounted_at`).
+    pub const MOUNTS: &'static [&'static str] = &["/api/v1/blog"];
 }
 
 impl BuildModule for BlogModule {
@@ -91,6 +99,7 @@ impl BuildModule for BlogModule {
         Some(MIGRATIONS)
     }
 
+    #[cfg(feature = "cli")]
     fn commands() -> Vec<clap::Command> {
         vec![cli::command()]
     }
@@ -144,6 +153,7 @@ impl BuildModule for BlogModule {
             public,
         });
         Ok(BlogModule {
+            mounts: deps.mounts_or(Self::MOUNTS),
             pool: deps.pool.clone(),
             service,
             state,
@@ -170,8 +180,8 @@ impl Module for BlogModule {
         Self::NAME
     }
 
-    fn mounts(&self) -> &'static [&'static str] {
-        &["/api/v1/blog"]
+    fn mounts(&self) -> Mounts {
+        self.mounts.clone()
     }
 
     fn routes(&self, cfg: &mut ServiceConfig) {
@@ -207,6 +217,7 @@ impl Module for BlogModule {
         }
     }
 
+    #[cfg(feature = "cli")]
     async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
         match name {
             cli::COMMAND => cli::run(&*self.service, matches).await,

@@ -5,6 +5,7 @@ use diesel::{
     AsChangeset, BoolExpressionMethods, ExpressionMethods, Insertable, OptionalExtension, QueryDsl,
     QueryResult, Queryable, Selectable, SelectableHelper,
 };
+use kernel::db::Backend;
 use kernel::time::{StoredTime, StoredTimeOpt};
 use kernel::{DbConn, with_conn};
 
@@ -658,9 +659,9 @@ pub async fn update_tag(
 pub async fn delete_tag(conn: &mut DbConn<'_>, id: i64) -> QueryResult<usize> {
     use diesel::sql_types::{BigInt, Text};
     // Each tagged post's other links, joined as `tag_ids` are: the aggregate is named differently.
-    let others = match conn {
-        DbConn::Postgres(_) => "string_agg(l.tag_id::text, ',')",
-        DbConn::Sqlite(_) => "group_concat(l.tag_id, ',')",
+    let others = match conn.backend() {
+        Backend::Postgres => "string_agg(l.tag_id::text, ',')",
+        Backend::Sqlite => "group_concat(l.tag_id, ',')",
     };
     let remaining = diesel::dsl::sql::<Text>(&format!(
         "COALESCE((SELECT {others} FROM blog_post_tags l \

@@ -31,6 +31,7 @@
 //! # }
 //! ```
 
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
 pub mod domain;
@@ -51,7 +52,7 @@ use kernel::capability::{Capabilities, CapabilityId, Use};
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
 use kernel::mail::Mailer;
-use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use kernel::module::{BuildModule, Deps, Module, ModuleError, Mounts};
 use kernel::{Authenticator, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -61,7 +62,7 @@ pub use error::CommsError;
 pub use mailer::CommsMailer;
 pub use service::{
     CallReceipt, CallRequest, CommsService, EmailReceipt, EmailRequest, EventOutcome, ListFilter,
-    Message, SmsReceipt, SmsRequest, TWILIO_CALLBACK_PATH, Viewer,
+    Message, SmsReceipt, SmsRequest, TWILIO_STATUS_ROUTE, Viewer,
 };
 
 use providers::{Resend, Twilio};
@@ -79,9 +80,16 @@ pub const MIGRATIONS: MigrationSet = MigrationSet {
 
 /// The assembled module: its service and its HTTP state.
 pub struct CommsModule {
+    /// Where the routes are mounted (the host's choice, else [`Self::MOUNTS`]).
+    mounts: Mounts,
     service: Arc<dyn CommsService>,
     state: web::Data<http::CommsState>,
     identity: web::Data<Identity>,
+}
+
+impl CommsModule {
+    /// Where the module mounts its routes unless the host chooses (`Deps::mounted_at`).
+    pub const MOUNTS: &'static [&'static str] = &["/api/v1/comms"];
 }
 
 impl BuildModule for CommsModule {
@@ -101,6 +109,7 @@ impl BuildModule for CommsModule {
         Some(MIGRATIONS)
     }
 
+    #[cfg(feature = "cli")]
     fn commands() -> Vec<clap::Command> {
         vec![cli::command()]
     }
@@ -133,13 +142,16 @@ impl BuildModule for CommsModule {
             config.twilio_auth_token.as_deref().unwrap_or_default(),
             config.timeout,
         ));
+        let mounts = deps.mounts_or(Self::MOUNTS);
         let service: Arc<dyn CommsService> = Arc::new(CommsServiceImpl::new(
             deps.pool.clone(),
             config,
             email,
             telephony,
+            &mounts,
         ));
         Ok(CommsModule {
+            mounts,
             state: web::Data::new(http::CommsState {
                 service: service.clone(),
             }),
@@ -169,8 +181,8 @@ impl Module for CommsModule {
         Self::NAME
     }
 
-    fn mounts(&self) -> &'static [&'static str] {
-        &["/api/v1/comms"]
+    fn mounts(&self) -> Mounts {
+        self.mounts.clone()
     }
 
     fn routes(&self, cfg: &mut ServiceConfig) {
@@ -213,6 +225,7 @@ impl Module for CommsModule {
         capabilities.provide::<dyn Mailer>(self.mailer());
     }
 
+    #[cfg(feature = "cli")]
     async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
         match name {
             cli::COMMAND => cli::run(&*self.service, matches).await,

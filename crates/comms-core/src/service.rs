@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use chrono::{NaiveDateTime, Utc};
 use kernel::DbPool;
+use kernel::module::Mounts;
 use kernel::pagination::Page;
 
 use crate::config::CommsConfig;
@@ -20,8 +21,9 @@ use crate::webhooks::{
     TwilioRequest,
 };
 
-/// The path of Twilio's status callbacks under the module's mount point.
-pub const TWILIO_CALLBACK_PATH: &str = "/api/v1/comms/webhooks/twilio/status";
+/// The route of Twilio's status callbacks under the module's mount point (the `#[post]` of
+/// `http::twilio_status`).
+pub const TWILIO_STATUS_ROUTE: &str = "/webhooks/twilio/status";
 
 /// An email to send, as the client gave it (checked by the service).
 #[derive(Debug, Clone, Default)]
@@ -165,20 +167,25 @@ pub(crate) struct CommsServiceImpl {
     config: CommsConfig,
     email: Arc<dyn EmailProvider>,
     telephony: Arc<dyn TelephonyProvider>,
+    /// The path of the Twilio status callback route where the module is mounted.
+    status_path: String,
 }
 
 impl CommsServiceImpl {
+    /// The service of a module mounted at `mounts`.
     pub(crate) fn new(
         pool: DbPool,
         config: CommsConfig,
         email: Arc<dyn EmailProvider>,
         telephony: Arc<dyn TelephonyProvider>,
+        mounts: &Mounts,
     ) -> Self {
         CommsServiceImpl {
             pool,
             config,
             email,
             telephony,
+            status_path: mounts.path(TWILIO_STATUS_ROUTE),
         }
     }
 
@@ -194,7 +201,7 @@ impl CommsServiceImpl {
         self.config
             .public_base_url
             .as_ref()
-            .map(|base| format!("{base}{TWILIO_CALLBACK_PATH}"))
+            .map(|base| format!("{base}{}", self.status_path))
     }
 
     /// Records a send that reached the provider. The send has happened by now, so a failure to

@@ -213,6 +213,8 @@ impl Ctx {
 
 #[path = "http/mailer.rs"]
 mod mailer;
+#[path = "http/mounts.rs"]
+mod mounts;
 #[path = "http/twilio_signatures.rs"]
 mod twilio_signatures;
 

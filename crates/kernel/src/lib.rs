@@ -9,11 +9,13 @@
 pub mod cache;
 pub mod capability;
 pub mod config;
+#[cfg(feature = "http-client")]
 pub mod crypto;
 pub mod db;
 pub mod error;
 pub mod health;
 pub mod http;
+#[cfg(feature = "http-client")]
 pub mod http_client;
 pub mod identity;
 pub mod jobs;
@@ -23,6 +25,7 @@ pub mod module;
 pub mod openapi;
 pub mod pagination;
 pub mod plans;
+#[cfg(feature = "redis")]
 pub mod redis;
 pub mod signals;
 pub mod time;
@@ -31,11 +34,17 @@ pub mod validation;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+#[cfg(not(any(feature = "postgres", feature = "sqlite")))]
+compile_error!(
+    "kernel needs a database backend: enable its `postgres` or `sqlite` feature (or both)"
+);
+
 // Re-exported so that the `with_conn!`/`write_tx!` macros resolve them from any crate.
 pub use diesel;
 pub use diesel_async;
 
 pub use config::ConfigError;
+#[cfg(feature = "http-client")]
 pub use crypto::init_crypto;
 pub use db::{DbConn, DbError, DbPool, MigrationSet};
 pub use error::{ApiError, FieldError};

@@ -6,12 +6,25 @@
 //! before each scrape: the server samples the pool ([`sample_db_pool`]) and asks every module
 //! ([`crate::Module::sample_metrics`]).
 //!
+//! Without the kernel's `metrics` feature the same functions exist and record nothing, so that
+//! modules call them unconditionally.
+//!
 //! The list of metrics, with their labels, is in docs/configuration.md ("Metrics"); keep both in
 //! step.
 
 use std::time::Duration;
 
 use crate::DbPool;
+
+/// Its statements when the kernel records metrics (the `metrics` feature), nothing otherwise.
+macro_rules! record {
+    ($($t:tt)*) => {
+        #[cfg(feature = "metrics")]
+        {
+            $($t)*
+        }
+    };
+}
 
 /// Counter: answered HTTP requests, by `route` (template), `method` and `status`.
 pub const HTTP_REQUESTS: &str = "keel_http_requests_total";
@@ -39,6 +52,7 @@ pub const UNMATCHED_ROUTE: &str = "unmatched";
 
 /// Registers the help text of every metric with the installed recorder.
 pub fn describe() {
+    record! {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
         HTTP_REQUESTS,
@@ -66,31 +80,40 @@ pub fn describe() {
         PROVIDER_CALLS,
         "Calls to outside providers (Stripe, Resend, Twilio, AI), by provider and outcome"
     );
+    }
 }
 
 /// Records one answered request. Every label is static: the caller interns the route template.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub fn http_request(
     route: &'static str,
     method: &'static str,
     status: &'static str,
     elapsed: Duration,
 ) {
-    let labels = [("route", route), ("method", method), ("status", status)];
-    metrics::counter!(HTTP_REQUESTS, &labels).increment(1);
-    metrics::histogram!(HTTP_REQUEST_DURATION, &labels).record(elapsed.as_secs_f64());
+    record! {
+        let labels = [("route", route), ("method", method), ("status", status)];
+        metrics::counter!(HTTP_REQUESTS, &labels).increment(1);
+        metrics::histogram!(HTTP_REQUEST_DURATION, &labels).record(elapsed.as_secs_f64());
+    }
 }
 
 /// Sets the pool gauges from the pool's current state.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub fn sample_db_pool(pool: &DbPool) {
-    let status = pool.status();
-    metrics::gauge!(DB_POOL_IN_USE).set(status.in_use as f64);
-    metrics::gauge!(DB_POOL_IDLE).set(status.idle as f64);
-    metrics::gauge!(DB_POOL_MAX).set(status.max_size as f64);
-    metrics::gauge!(DB_POOL_WAITING).set(status.waiting as f64);
+    record! {
+        let status = pool.status();
+        metrics::gauge!(DB_POOL_IN_USE).set(status.in_use as f64);
+        metrics::gauge!(DB_POOL_IDLE).set(status.idle as f64);
+        metrics::gauge!(DB_POOL_MAX).set(status.max_size as f64);
+        metrics::gauge!(DB_POOL_WAITING).set(status.waiting as f64);
+    }
 }
 
 /// Sets the depth gauges of one task queue.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub fn task_queue_depth(queue: &str, queued: u64, scheduled: u64, in_progress: u64) {
+    record! {
     for (state, value) in [
         ("queued", queued),
         ("scheduled", scheduled),
@@ -98,6 +121,7 @@ pub fn task_queue_depth(queue: &str, queued: u64, scheduled: u64, in_progress: u
     ] {
         metrics::gauge!(TASK_QUEUE_DEPTH, "queue" => queue.to_owned(), "state" => state)
             .set(value as f64);
+    }
     }
 }
 
@@ -123,9 +147,12 @@ impl JobOutcome {
 }
 
 /// Counts one settled job attempt on `queue`.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub fn task_job(queue: &str, outcome: JobOutcome) {
-    metrics::counter!(TASK_JOBS, "queue" => queue.to_owned(), "outcome" => outcome.as_str())
-        .increment(1);
+    record! {
+        metrics::counter!(TASK_JOBS, "queue" => queue.to_owned(), "outcome" => outcome.as_str())
+            .increment(1);
+    }
 }
 
 /// One AI reply being streamed: counted in [`AI_OPEN_STREAMS`] from [`OpenStream::start`] until
@@ -135,14 +162,14 @@ pub struct OpenStream(());
 
 impl OpenStream {
     pub fn start() -> OpenStream {
-        metrics::gauge!(AI_OPEN_STREAMS).increment(1.0);
+        record! { metrics::gauge!(AI_OPEN_STREAMS).increment(1.0); }
         OpenStream(())
     }
 }
 
 impl Drop for OpenStream {
     fn drop(&mut self) {
-        metrics::gauge!(AI_OPEN_STREAMS).decrement(1.0);
+        record! { metrics::gauge!(AI_OPEN_STREAMS).decrement(1.0); }
     }
 }
 
@@ -179,6 +206,7 @@ impl CallOutcome {
     }
 
     /// The outcome of a call that failed before an answer was read.
+    #[cfg(feature = "http-client")]
     pub fn of_transport(error: &reqwest::Error) -> CallOutcome {
         if error.is_timeout() {
             CallOutcome::Timeout
@@ -191,9 +219,12 @@ impl CallOutcome {
 }
 
 /// Counts one call to `provider` (`stripe`, `resend`, `twilio`, or the AI provider's name).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub fn provider_call(provider: &'static str, outcome: CallOutcome) {
-    metrics::counter!(PROVIDER_CALLS, "provider" => provider, "outcome" => outcome.as_str())
-        .increment(1);
+    record! {
+        metrics::counter!(PROVIDER_CALLS, "provider" => provider, "outcome" => outcome.as_str())
+            .increment(1);
+    }
 }
 
 /// A call to `provider` whose outcome is counted once: at [`settle`](Self::settle), or as
@@ -228,7 +259,7 @@ impl Drop for PendingCall {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "metrics"))]
 mod tests {
     use std::sync::{Arc, Mutex, PoisonError};
 

@@ -24,6 +24,7 @@ use crate::capability::{Capabilities, Capability, CapabilityId, CompositionError
 use crate::health::ModuleHealth;
 use crate::identity::{Authenticator, Identity};
 use crate::jobs::TaskDef;
+#[cfg(feature = "redis")]
 use crate::redis::SharedRedis;
 use crate::{ConfigError, DbPool, MigrationSet};
 
@@ -51,14 +52,62 @@ pub struct Deps {
     /// [`Deps::get`].
     pub capabilities: Capabilities,
     /// The shared HTTP client for provider calls (see [`crate::http_client`]).
+    #[cfg(feature = "http-client")]
     pub http: reqwest::Client,
     /// Body limits.
     pub limits: BodyLimits,
     /// The deployment's Redis, for state that several instances must share.
+    #[cfg(feature = "redis")]
     pub redis: SharedRedis,
     /// Whether hot public reads may be served from an in-process cache (`READ_CACHE`, see
     /// [`crate::cache`]).
     pub read_cache: bool,
+    /// Where the host mounts the module being built ([`Deps::mounted_at`]); `None`: where the
+    /// module mounts itself by default.
+    pub mounts: Option<Mounts>,
+}
+
+/// Where a module's routes are mounted. The first prefix is the one in the OpenAPI document and
+/// in the URLs the module writes itself (the status callback comms gives Twilio); the others
+/// answer the same routes, undocumented (aliases). A host chooses them with [`Deps::mounted_at`];
+/// otherwise each module has its own (`/api/v1/blog`, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mounts(Arc<[String]>);
+
+impl Mounts {
+    /// `prefixes`, each written `/a/b`: a missing leading `/` is added and a trailing one
+    /// dropped (`""` or `"/"` is the root).
+    pub fn new(prefixes: &[&str]) -> Mounts {
+        Mounts(
+            prefixes
+                .iter()
+                .map(|p| {
+                    let p = p.trim().trim_end_matches('/');
+                    match p {
+                        "" => String::new(),
+                        p if p.starts_with('/') => p.to_owned(),
+                        p => format!("/{p}"),
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// The documented prefix (the first): `/api/v1/comms`.
+    pub fn documented(&self) -> &str {
+        self.0.first().map_or("", String::as_str)
+    }
+
+    /// Every prefix, the documented one first.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(String::as_str)
+    }
+
+    /// The path of one of the module's routes under the documented prefix:
+    /// `mounts.path("/webhooks/twilio/status")`.
+    pub fn path(&self, route: &str) -> String {
+        format!("{}{route}", self.documented())
+    }
 }
 
 impl Deps {
@@ -67,11 +116,27 @@ impl Deps {
         Ok(Deps {
             pool,
             capabilities: Capabilities::default(),
+            #[cfg(feature = "http-client")]
             http: crate::http_client::HttpClientSettings::default().build()?,
             limits: BodyLimits::default(),
+            #[cfg(feature = "redis")]
             redis: SharedRedis::none(),
             read_cache: true,
+            mounts: None,
         })
+    }
+
+    /// The same dependencies, for building a module whose routes the host mounts at `prefixes`
+    /// (the first one documented) instead of the module's own: set it before each module's
+    /// build, since every module reads it.
+    pub fn mounted_at(mut self, prefixes: &[&str]) -> Deps {
+        self.mounts = Some(Mounts::new(prefixes));
+        self
+    }
+
+    /// Where the module being built is mounted: the host's choice, else `defaults`.
+    pub fn mounts_or(&self, defaults: &[&str]) -> Mounts {
+        self.mounts.clone().unwrap_or_else(|| Mounts::new(defaults))
     }
 
     /// Capability `C`, when a module built before provides it.
@@ -134,9 +199,9 @@ pub trait Module: Send + Sync + 'static {
     /// The module's name in `KEEL_MODULES`, `/health` and logs.
     fn name(&self) -> &'static str;
 
-    /// Where the routes are mounted: the first prefix is the one in the OpenAPI document, the
-    /// others answer the same routes (aliases).
-    fn mounts(&self) -> &'static [&'static str];
+    /// Where the routes are mounted (see [`Mounts`]): what [`Deps::mounts_or`] answered when
+    /// the module was built.
+    fn mounts(&self) -> Mounts;
 
     /// Registers the routes (with their OpenAPI) and the app data they need, including the
     /// identity from [`Deps::identity`].
@@ -179,6 +244,7 @@ pub trait Module: Send + Sync + 'static {
 
     /// Runs one of the module's command-line commands (declared by
     /// [`BuildModule::commands`]); `matches` are the matches of that command.
+    #[cfg(feature = "cli")]
     async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
         let _ = matches;
         Err(format!("module {} has no command {name}", self.name()))
@@ -199,6 +265,7 @@ pub trait BuildModule: Module + Sized {
     }
 
     /// Its command-line commands (`keel <command> ...`).
+    #[cfg(feature = "cli")]
     fn commands() -> Vec<clap::Command> {
         Vec::new()
     }
@@ -255,6 +322,7 @@ pub struct ModuleEntry {
     provided: fn() -> Vec<CapabilityId>,
     used: fn() -> Vec<Use>,
     pub migrations: Option<MigrationSet>,
+    #[cfg(feature = "cli")]
     pub commands: fn() -> Vec<clap::Command>,
     load: fn(&mut Settings) -> Result<(), ConfigError>,
     defaults: fn(&mut Settings),
@@ -269,6 +337,7 @@ pub fn entry<M: BuildModule>() -> ModuleEntry {
         provided: M::provides,
         used: M::uses,
         migrations: M::migrations(),
+        #[cfg(feature = "cli")]
         commands: M::commands,
         load: |settings| {
             settings.set(M::Settings::from_env()?);
@@ -352,14 +421,16 @@ pub fn mount<T>(app: UtoipaApp<T>, module: &Arc<dyn Module>) -> UtoipaApp<T>
 where
     T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
 {
-    let Some((first, aliases)) = module.mounts().split_first() else {
+    let mounts = module.mounts();
+    let mut prefixes = mounts.iter();
+    let Some(first) = prefixes.next() else {
         return app;
     };
     let documented = module.clone();
     let mut app = app.service(
-        utoipa_actix_web::scope::scope(*first).configure(move |cfg| documented.routes(cfg)),
+        utoipa_actix_web::scope::scope(first).configure(move |cfg| documented.routes(cfg)),
     );
-    for alias in aliases {
+    for alias in prefixes {
         let module = module.clone();
         app = app.map(|app| {
             app.service(
@@ -507,8 +578,8 @@ mod tests {
         fn name(&self) -> &'static str {
             "guarded"
         }
-        fn mounts(&self) -> &'static [&'static str] {
-            &[]
+        fn mounts(&self) -> Mounts {
+            Mounts::new(&[])
         }
         fn routes(&self, _cfg: &mut ServiceConfig) {}
         async fn health(&self) -> ModuleHealth {

@@ -68,6 +68,7 @@ fn write_rfc3339<'b>(t: &NaiveDateTime, buf: &'b mut [u8; RFC3339_LEN]) -> Optio
 /// Reads the text diesel writes for a timestamp on SQLite, `YYYY-MM-DD HH:MM:SS` with an
 /// optional fraction of up to nine digits, without chrono's general parser (which reads its
 /// format string again for every value). `None` for anything else.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 fn parse_sqlite_text(text: &str) -> Option<NaiveDateTime> {
     let b = text.as_bytes();
     if b.len() < 19
@@ -125,12 +126,17 @@ impl From<StoredTimeOpt> for Option<NaiveDateTime> {
 mod stored {
     use chrono::NaiveDateTime;
     use diesel::deserialize::{self, FromSql};
+    #[cfg(feature = "postgres")]
     use diesel::pg::Pg;
     use diesel::sql_types::{Nullable, Timestamp};
+    #[cfg(feature = "sqlite")]
     use diesel::sqlite::Sqlite;
 
-    use super::{StoredTime, StoredTimeOpt, parse_sqlite_text};
+    #[cfg(feature = "sqlite")]
+    use super::parse_sqlite_text;
+    use super::{StoredTime, StoredTimeOpt};
 
+    #[cfg(feature = "sqlite")]
     impl FromSql<Timestamp, Sqlite> for StoredTime {
         fn from_sql(
             mut value: diesel::sqlite::SqliteValue<'_, '_, '_>,
@@ -142,6 +148,7 @@ mod stored {
         }
     }
 
+    #[cfg(feature = "postgres")]
     impl FromSql<Timestamp, Pg> for StoredTime {
         fn from_sql(value: diesel::pg::PgValue<'_>) -> deserialize::Result<Self> {
             <NaiveDateTime as FromSql<Timestamp, Pg>>::from_sql(value).map(StoredTime)

@@ -2,6 +2,7 @@
 //! webhook events write, refunds and cancels, each user seeing only their own rows. Mounted at
 //! `/api/v1/payment`, with the built-in return pages at `/payment/success` and `/payment/cancel`.
 
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
 mod error;
@@ -23,7 +24,7 @@ use kernel::capability::{Capabilities, CapabilityId, Use};
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
 use kernel::jobs::TaskDef;
-use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use kernel::module::{BuildModule, Deps, Module, ModuleError, Mounts};
 use kernel::plans::Entitlements;
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -45,10 +46,17 @@ pub const MIGRATIONS: MigrationSet = MigrationSet {
 };
 
 pub struct PaymentModule {
+    /// Where the routes are mounted (the host's choice, else [`Self::MOUNTS`]).
+    mounts: Mounts,
     service: Arc<dyn PaymentService>,
     entitlements: Arc<dyn Entitlements>,
     state: web::Data<http::PaymentState>,
     identity: web::Data<Identity>,
+}
+
+impl PaymentModule {
+    /// Where the module mounts its routes unless the host chooses (`Deps::mounted_at`).
+    pub const MOUNTS: &'static [&'static str] = &["/api/v1/payment"];
 }
 
 impl BuildModule for PaymentModule {
@@ -68,6 +76,7 @@ impl BuildModule for PaymentModule {
         Some(MIGRATIONS)
     }
 
+    #[cfg(feature = "cli")]
     fn commands() -> Vec<clap::Command> {
         vec![cli::command()]
     }
@@ -89,6 +98,7 @@ impl BuildModule for PaymentModule {
             deps.http.clone(),
         ));
         Ok(PaymentModule {
+            mounts: deps.mounts_or(Self::MOUNTS),
             state: web::Data::new(http::PaymentState {
                 service: service.clone(),
             }),
@@ -120,8 +130,8 @@ impl Module for PaymentModule {
         Self::NAME
     }
 
-    fn mounts(&self) -> &'static [&'static str] {
-        &["/api/v1/payment"]
+    fn mounts(&self) -> Mounts {
+        self.mounts.clone()
     }
 
     fn routes(&self, cfg: &mut ServiceConfig) {
@@ -167,6 +177,7 @@ impl Module for PaymentModule {
         capabilities.provide::<dyn Entitlements>(self.entitlements());
     }
 
+    #[cfg(feature = "cli")]
     async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
         match name {
             cli::COMMAND => cli::run(&*self.service, matches).await,

@@ -43,13 +43,14 @@ use kernel::capability::{Capabilities, CapabilityId, Use};
 use kernel::health::{HealthStatus, ModuleHealth};
 use kernel::identity::Identity;
 use kernel::jobs::{JobError, JobQueue, RunningWorker, TaskDef, TaskFn, TaskKind, TaskRunner};
-use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use kernel::module::{BuildModule, Deps, Module, ModuleError, Mounts};
 
 #[cfg(feature = "testing")]
 pub mod backend;
 #[cfg(not(feature = "testing"))]
 mod backend;
 mod builtin;
+#[cfg(feature = "cli")]
 pub mod cli;
 mod config;
 mod domain;
@@ -81,6 +82,8 @@ use backend::redis::RedisSettings;
 /// The tasks module: its service, its routes and its workers.
 #[derive(Clone)]
 pub struct TasksModule {
+    /// Where the routes are mounted (the host's choice, else [`Self::MOUNTS`]).
+    mounts: Mounts,
     service: Arc<TasksService>,
     /// `TASKS_BACKEND=auto` found no Redis and fell back to memory.
     fell_back: bool,
@@ -88,6 +91,11 @@ pub struct TasksModule {
     redis: Option<deadpool_redis::Pool>,
     /// Who may call the routes (every route needs an active user when auth is mounted).
     identity: web::Data<Identity>,
+}
+
+impl TasksModule {
+    /// Where the module mounts its routes unless the host chooses (`Deps::mounted_at`).
+    pub const MOUNTS: &'static [&'static str] = &["/api/v1/tasks"];
 }
 
 impl BuildModule for TasksModule {
@@ -105,6 +113,7 @@ impl BuildModule for TasksModule {
         vec![Use::optional::<dyn Authenticator>()]
     }
 
+    #[cfg(feature = "cli")]
     fn commands() -> Vec<clap::Command> {
         vec![cli::command()]
     }
@@ -114,6 +123,7 @@ impl BuildModule for TasksModule {
             .await
             .map_err(|e| ModuleError::new(Self::NAME, e))?;
         module.identity = deps.identity();
+        module.mounts = deps.mounts_or(Self::MOUNTS);
         Ok(module)
     }
 }
@@ -184,6 +194,7 @@ impl TasksModule {
             tracing::error!(error = %e, "built-in tasks could not be registered");
         }
         TasksModule {
+            mounts: Mounts::new(Self::MOUNTS),
             service,
             fell_back: false,
             redis: None,
@@ -332,8 +343,8 @@ impl Module for TasksModule {
         Self::NAME
     }
 
-    fn mounts(&self) -> &'static [&'static str] {
-        &["/api/v1/tasks"]
+    fn mounts(&self) -> Mounts {
+        self.mounts.clone()
     }
 
     fn routes(&self, cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
@@ -376,6 +387,7 @@ impl Module for TasksModule {
         }
     }
 
+    #[cfg(feature = "cli")]
     async fn run_command(&self, name: &str, matches: &clap::ArgMatches) -> Result<(), String> {
         match name {
             cli::COMMAND => cli::run(self, matches).await,

@@ -6,22 +6,30 @@
 //! [`write_tx!`](crate::write_tx) (`BEGIN IMMEDIATE` on SQLite, where deferred write transactions
 //! fail under concurrency).
 
-use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use diesel::migration::MigrationSource;
 use diesel::result::{DatabaseErrorKind, Error as QueryError};
+#[cfg(feature = "postgres")]
+use diesel_async::AsyncConnection;
+#[cfg(feature = "postgres")]
+use diesel_async::AsyncPgConnection;
+use diesel_async::SimpleAsyncConnection;
+#[cfg(feature = "postgres")]
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
 };
-use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
-use diesel_migrations::{EmbeddedMigrations, MigrationHarness};
+use diesel_migrations::EmbeddedMigrations;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+use diesel_migrations::MigrationHarness;
 
+#[cfg(feature = "sqlite")]
 mod sqlite;
 
+#[cfg(feature = "sqlite")]
 pub use sqlite::{InIds, SqliteConn, SqliteRunQueryDsl, SqliteTransactions, in_ids};
 
 /// The default database: an SQLite file created with its folder on first start.
@@ -33,6 +41,7 @@ static UNIT_RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
 
 /// Key of the PostgreSQL advisory lock held while migrating, so that replicas starting together
 /// do not race (the value is arbitrary but fixed: "keel" in ASCII).
+#[cfg(feature = "postgres")]
 const MIGRATION_LOCK_KEY: i64 = 0x6b65_656c;
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +50,10 @@ pub enum DbError {
         "unsupported DATABASE_URL {0:?}: use postgres://..., postgresql://... or sqlite://PATH"
     )]
     UnsupportedUrl(String),
+    #[error(
+        "this build has no {0} support: rebuild with the `{0}` feature, or use another DATABASE_URL"
+    )]
+    NotBuilt(&'static str),
     #[error("cannot open the database: {0}")]
     Connect(String),
     #[error("no database connection available: {0}")]
@@ -57,7 +70,7 @@ impl From<diesel_async::pooled_connection::deadpool::PoolError> for DbError {
     }
 }
 
-/// Which database a URL names.
+/// Which database a URL names (whether or not this build has its feature).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Postgres,
@@ -69,6 +82,22 @@ impl Backend {
         match self {
             Backend::Postgres => "postgresql",
             Backend::Sqlite => "sqlite",
+        }
+    }
+
+    /// The kernel feature that builds this backend in.
+    pub fn feature(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+
+    /// Whether this build has the backend (its kernel feature).
+    pub fn is_built(self) -> bool {
+        match self {
+            Backend::Postgres => cfg!(feature = "postgres"),
+            Backend::Sqlite => cfg!(feature = "sqlite"),
         }
     }
 }
@@ -93,10 +122,12 @@ pub fn parse_url(url: &str) -> Result<(Backend, String), DbError> {
     Err(DbError::UnsupportedUrl(url.to_owned()))
 }
 
-/// A pool of connections to one database.
+/// A pool of connections to one database. A variant exists when its kernel feature is on.
 #[derive(Clone)]
 pub enum DbPool {
+    #[cfg(feature = "postgres")]
     Postgres(Pool<AsyncPgConnection>),
+    #[cfg(feature = "sqlite")]
     Sqlite(Pool<SqliteConn>),
 }
 
@@ -118,14 +149,30 @@ pub struct PoolStatus {
 
 /// A connection of either backend, borrowed from a pool or from an open transaction.
 pub enum DbConn<'a> {
+    #[cfg(feature = "postgres")]
     Postgres(&'a mut AsyncPgConnection),
+    #[cfg(feature = "sqlite")]
     Sqlite(&'a mut SqliteConn),
+}
+
+impl DbConn<'_> {
+    /// The connection's backend: for the rare statement written per dialect.
+    pub fn backend(&self) -> Backend {
+        match self {
+            #[cfg(feature = "postgres")]
+            DbConn::Postgres(_) => Backend::Postgres,
+            #[cfg(feature = "sqlite")]
+            DbConn::Sqlite(_) => Backend::Sqlite,
+        }
+    }
 }
 
 /// A connection checked out of a [`DbPool`]; returns to the pool when dropped.
 #[allow(clippy::large_enum_variant)] // short-lived, on the stack of one request
 pub enum PooledConn {
+    #[cfg(feature = "postgres")]
     Postgres(Object<AsyncPgConnection>),
+    #[cfg(feature = "sqlite")]
     Sqlite(Object<SqliteConn>),
 }
 
@@ -133,7 +180,9 @@ impl PooledConn {
     /// The connection, for store functions.
     pub fn conn(&mut self) -> DbConn<'_> {
         match self {
+            #[cfg(feature = "postgres")]
             PooledConn::Postgres(o) => DbConn::Postgres(o),
+            #[cfg(feature = "sqlite")]
             PooledConn::Sqlite(o) => DbConn::Sqlite(o),
         }
     }
@@ -143,15 +192,18 @@ impl PooledConn {
 /// future is dropped between two statements (outside a unit of work, which is never dropped), the
 /// transaction is rolled back here at once, so that it does not keep SQLite's write lock until
 /// the pool next recycles the connection.
+#[cfg(feature = "sqlite")]
 #[doc(hidden)]
 pub struct SqliteTxConn(Object<SqliteConn>);
 
+#[cfg(feature = "sqlite")]
 impl SqliteTxConn {
     pub fn new(conn: Object<SqliteConn>) -> Self {
         SqliteTxConn(conn)
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl std::ops::Deref for SqliteTxConn {
     type Target = SqliteConn;
     fn deref(&self) -> &SqliteConn {
@@ -159,12 +211,14 @@ impl std::ops::Deref for SqliteTxConn {
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl std::ops::DerefMut for SqliteTxConn {
     fn deref_mut(&mut self) -> &mut SqliteConn {
         &mut self.0
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl Drop for SqliteTxConn {
     fn drop(&mut self) {
         self.0.rollback_open();
@@ -188,6 +242,7 @@ impl DbPool {
     ) -> Result<Self, DbError> {
         let (backend, target) = parse_url(url)?;
         match backend {
+            #[cfg(feature = "postgres")]
             Backend::Postgres => {
                 // No test query per checkout (a round trip on every request): a connection the
                 // server closed is seen closed by its background task and discarded on return,
@@ -199,7 +254,7 @@ impl DbPool {
                 );
                 let pool = Pool::builder(manager)
                     .max_size(max_size.max(1))
-                    .runtime(deadpool_redis::Runtime::Tokio1)
+                    .runtime(deadpool::Runtime::Tokio1)
                     .wait_timeout(Some(timeout))
                     .create_timeout(Some(timeout))
                     .build()
@@ -208,6 +263,7 @@ impl DbPool {
                 db.ping().await?;
                 Ok(db)
             }
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite => {
                 let in_memory = target == ":memory:";
                 let path = target.clone();
@@ -224,7 +280,7 @@ impl DbPool {
                 let size = if in_memory { 1 } else { max_size.max(1) };
                 let pool = Pool::builder(manager)
                     .max_size(size)
-                    .runtime(deadpool_redis::Runtime::Tokio1)
+                    .runtime(deadpool::Runtime::Tokio1)
                     .wait_timeout(Some(timeout))
                     .create_timeout(Some(timeout))
                     .build()
@@ -234,12 +290,19 @@ impl DbPool {
                 db.ping().await?;
                 Ok(db)
             }
+            #[allow(unreachable_patterns)]
+            missing => {
+                let _ = (max_size, timeout, target);
+                Err(DbError::NotBuilt(missing.feature()))
+            }
         }
     }
 
     pub fn backend(&self) -> Backend {
         match self {
+            #[cfg(feature = "postgres")]
             DbPool::Postgres(_) => Backend::Postgres,
+            #[cfg(feature = "sqlite")]
             DbPool::Sqlite(_) => Backend::Sqlite,
         }
     }
@@ -247,7 +310,9 @@ impl DbPool {
     /// How many connections the pool holds, lends out and is waited for.
     pub fn status(&self) -> PoolStatus {
         let status = match self {
+            #[cfg(feature = "postgres")]
             DbPool::Postgres(p) => p.status(),
+            #[cfg(feature = "sqlite")]
             DbPool::Sqlite(p) => p.status(),
         };
         PoolStatus {
@@ -261,7 +326,9 @@ impl DbPool {
     /// Checks a connection out of the pool.
     pub async fn get(&self) -> Result<PooledConn, DbError> {
         Ok(match self {
+            #[cfg(feature = "postgres")]
             DbPool::Postgres(p) => PooledConn::Postgres(p.get().await?),
+            #[cfg(feature = "sqlite")]
             DbPool::Sqlite(p) => PooledConn::Sqlite(p.get().await?),
         })
     }
@@ -269,10 +336,7 @@ impl DbPool {
     /// Runs `SELECT 1`: the readiness check.
     pub async fn ping(&self) -> Result<(), DbError> {
         let mut pooled = self.get().await?;
-        match pooled.conn() {
-            DbConn::Postgres(c) => c.batch_execute("SELECT 1").await?,
-            DbConn::Sqlite(c) => c.batch_execute("SELECT 1").await?,
-        }
+        crate::with_conn!(&mut pooled.conn(), |c| c.batch_execute("SELECT 1").await)?;
         Ok(())
     }
 }
@@ -308,6 +372,7 @@ where
 /// A thread blocked in a statement (SQLite's busy timeout: another writer holds the lock) waits
 /// for a writer that is running, here or in another process, never for one that waits for a
 /// thread: a write transaction's statements all run within one poll of its unit.
+#[cfg(feature = "sqlite")]
 fn start_unit_runtime(pool_size: usize) -> Result<(), DbError> {
     if UNIT_RUNTIME.get().is_some() {
         return Ok(());
@@ -355,6 +420,7 @@ where
 pub async fn migrate(url: &str, sets: &[MigrationSet]) -> Result<(), DbError> {
     let (backend, target) = parse_url(url)?;
     match backend {
+        #[cfg(feature = "postgres")]
         Backend::Postgres => {
             let mut conn = AsyncPgConnection::establish(&target)
                 .await
@@ -382,6 +448,7 @@ pub async fn migrate(url: &str, sets: &[MigrationSet]) -> Result<(), DbError> {
             unlocked?;
             Ok(())
         }
+        #[cfg(feature = "sqlite")]
         Backend::Sqlite => {
             let sets: Vec<MigrationSet> = sets.to_vec();
             tokio::task::spawn_blocking(move || {
@@ -403,12 +470,18 @@ pub async fn migrate(url: &str, sets: &[MigrationSet]) -> Result<(), DbError> {
             .await
             .map_err(|e| DbError::Migration(e.to_string()))?
         }
+        #[allow(unreachable_patterns)]
+        missing => {
+            let _ = (target, sets);
+            Err(DbError::NotBuilt(missing.feature()))
+        }
     }
 }
 
 /// Creates the folder of an SQLite file (not for `:memory:`).
+#[cfg(feature = "sqlite")]
 fn create_parent_folder(path: &str) -> Result<(), DbError> {
-    let folder = Path::new(path)
+    let folder = std::path::Path::new(path)
         .parent()
         .filter(|d| !d.as_os_str().is_empty());
     match folder {
@@ -427,8 +500,10 @@ pub struct MigrationSet {
 }
 
 /// Lends a `&'static EmbeddedMigrations` to the harness (which takes its source by value).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 struct Source(&'static EmbeddedMigrations);
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 impl<DB: diesel::backend::Backend> MigrationSource<DB> for Source {
     fn migrations(
         &self,
@@ -476,8 +551,9 @@ pub fn is_unique_violation(e: &QueryError) -> bool {
     )
 }
 
-/// Runs a query body against a [`DbConn`], expanded once per backend so that each expansion is
-/// type-checked against its concrete connection:
+/// Runs a query body against a [`DbConn`], expanded once per backend this build has (the
+/// kernel's `postgres` and `sqlite` features) so that each expansion is type-checked against its
+/// concrete connection:
 ///
 /// ```text
 /// with_conn!(conn, |c| users::table.find(id).first::<UserRow>(c).await.optional())
@@ -485,35 +561,37 @@ pub fn is_unique_violation(e: &QueryError) -> bool {
 ///
 /// The rare dialect difference takes one arm per backend:
 /// `with_conn!(conn, postgres |c| ..., sqlite |c| ...)`.
+///
+/// The arms are chosen by the kernel's features, not the caller's: a crate built for PostgreSQL
+/// alone still compiles its SQLite arm when another crate of the same build turns SQLite on.
 #[macro_export]
 macro_rules! with_conn {
-    ($conn:expr, |$c:ident| $body:expr) => {{
-        match $conn {
-            $crate::db::DbConn::Postgres($c) => {
-                use $crate::diesel_async::RunQueryDsl as _;
-                let $c: &mut $crate::diesel_async::AsyncPgConnection = &mut **$c;
-                $body
-            }
-            $crate::db::DbConn::Sqlite($c) => {
-                use $crate::db::SqliteRunQueryDsl as _;
-                let $c: &mut $crate::db::SqliteConn = &mut **$c;
-                $body
-            }
-        }
-    }};
+    ($conn:expr, |$c:ident| $body:expr) => {
+        $crate::with_conn!($conn, postgres | $c | $body, sqlite | $c | $body)
+    };
     ($conn:expr, postgres |$pc:ident| $pbody:expr, sqlite |$sc:ident| $sbody:expr) => {{
-        match $conn {
-            $crate::db::DbConn::Postgres($pc) => {
-                use $crate::diesel_async::RunQueryDsl as _;
-                let $pc: &mut $crate::diesel_async::AsyncPgConnection = &mut **$pc;
-                $pbody
+        let conn: &mut $crate::db::DbConn<'_> = $conn;
+        #[allow(irrefutable_let_patterns, unreachable_code)]
+        let result = 'conn: {
+            $crate::__postgres! {
+                if let $crate::db::DbConn::Postgres($pc) = conn {
+                    #[allow(unused_imports)]
+                    use $crate::diesel_async::RunQueryDsl as _;
+                    let $pc: &mut $crate::diesel_async::AsyncPgConnection = &mut **$pc;
+                    break 'conn $pbody;
+                }
             }
-            $crate::db::DbConn::Sqlite($sc) => {
-                use $crate::db::SqliteRunQueryDsl as _;
-                let $sc: &mut $crate::db::SqliteConn = &mut **$sc;
-                $sbody
+            $crate::__sqlite! {
+                if let $crate::db::DbConn::Sqlite($sc) = conn {
+                    #[allow(unused_imports)]
+                    use $crate::db::SqliteRunQueryDsl as _;
+                    let $sc: &mut $crate::db::SqliteConn = &mut **$sc;
+                    break 'conn $sbody;
+                }
             }
-        }
+            unreachable!("a connection of a backend this build does not have")
+        };
+        result
     }};
 }
 
@@ -531,31 +609,39 @@ macro_rules! with_conn {
 #[macro_export]
 macro_rules! write_tx {
     ($pool:expr, $err:ty, |$tx:ident| $body:expr) => {{
-        match $pool {
-            $crate::db::DbPool::Postgres(p) => {
-                async {
-                    let mut o = p
-                        .get()
+        let pool: &$crate::db::DbPool = $pool;
+        #[allow(irrefutable_let_patterns, unreachable_code)]
+        let result = 'tx: {
+            $crate::__postgres! {
+                if let $crate::db::DbPool::Postgres(p) = pool {
+                    break 'tx async {
+                        let mut o = p
+                            .get()
+                            .await
+                            .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
+                        let c: &mut $crate::diesel_async::AsyncPgConnection = &mut o;
+                        $crate::diesel_async::AsyncConnection::transaction(
+                            c,
+                            async |c| -> ::std::result::Result<_, $err> {
+                                let mut $tx = $crate::db::DbConn::Postgres(c);
+                                #[allow(unused_mut)]
+                                let $tx = &mut $tx;
+                                $body
+                            },
+                        )
                         .await
-                        .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
-                    let c: &mut $crate::diesel_async::AsyncPgConnection = &mut o;
-                    $crate::diesel_async::AsyncConnection::transaction(
-                        c,
-                        async |c| -> ::std::result::Result<_, $err> {
-                            let mut $tx = $crate::db::DbConn::Postgres(c);
-                            #[allow(unused_mut)]
-                            let $tx = &mut $tx;
-                            $body
-                        },
-                    )
-                    .await
+                    }
+                    .await;
                 }
-                .await
             }
-            $crate::db::DbPool::Sqlite(p) => {
-                $crate::__sqlite_tx!(p, $err, begin_immediate, |$tx| $body)
+            $crate::__sqlite! {
+                if let $crate::db::DbPool::Sqlite(p) = pool {
+                    break 'tx $crate::__sqlite_tx!(p, $err, begin_immediate, |$tx| $body);
+                }
             }
-        }
+            unreachable!("a pool of a backend this build does not have")
+        };
+        result
     }};
 }
 
@@ -576,25 +662,64 @@ macro_rules! write_tx {
 #[macro_export]
 macro_rules! read_snapshot {
     ($pool:expr, $err:ty, |$conn:ident| $body:expr) => {{
-        async {
-            match $pool {
-                $crate::db::DbPool::Postgres(p) => {
-                    let mut o = p
-                        .get()
-                        .await
-                        .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
-                    let mut $conn = $crate::db::DbConn::Postgres(&mut o);
-                    #[allow(unused_mut)]
-                    let $conn = &mut $conn;
-                    $body
-                }
-                $crate::db::DbPool::Sqlite(p) => {
-                    $crate::__sqlite_tx!(p, $err, begin_read, |$conn| $body)
+        let pool: &$crate::db::DbPool = $pool;
+        #[allow(irrefutable_let_patterns, unreachable_code)]
+        let result = 'read: {
+            $crate::__postgres! {
+                if let $crate::db::DbPool::Postgres(p) = pool {
+                    break 'read async {
+                        let mut o = p
+                            .get()
+                            .await
+                            .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
+                        let mut $conn = $crate::db::DbConn::Postgres(&mut o);
+                        #[allow(unused_mut)]
+                        let $conn = &mut $conn;
+                        $body
+                    }
+                    .await;
                 }
             }
-        }
-        .await
+            $crate::__sqlite! {
+                if let $crate::db::DbPool::Sqlite(p) = pool {
+                    break 'read $crate::__sqlite_tx!(p, $err, begin_read, |$conn| $body);
+                }
+            }
+            unreachable!("a pool of a backend this build does not have")
+        };
+        result
     }};
+}
+
+/// Its tokens when the kernel is built with PostgreSQL, nothing otherwise: chosen here, by the
+/// kernel's features, because a `cfg` in a macro's expansion would read the caller's.
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __postgres {
+    ($($t:tt)*) => { $($t)* };
+}
+
+#[cfg(not(feature = "postgres"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __postgres {
+    ($($t:tt)*) => {};
+}
+
+/// Its tokens when the kernel is built with SQLite, nothing otherwise (see `__postgres!`).
+#[cfg(feature = "sqlite")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __sqlite {
+    ($($t:tt)*) => { $($t)* };
+}
+
+#[cfg(not(feature = "sqlite"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __sqlite {
+    ($($t:tt)*) => {};
 }
 
 /// The SQLite arm of [`write_tx!`](crate::write_tx) and [`read_snapshot!`](crate::read_snapshot):
@@ -652,6 +777,7 @@ mod tests {
         assert_eq!(mem, Some((Backend::Sqlite, ":memory:".to_owned())));
     }
 
+    #[cfg(feature = "sqlite")]
     #[tokio::test]
     async fn a_checkout_waits_no_longer_than_the_timeout() -> Result<(), DbError> {
         let pool =
@@ -669,6 +795,7 @@ mod tests {
         pool.get().await.map(drop)
     }
 
+    #[cfg(feature = "sqlite")]
     #[tokio::test]
     async fn status_counts_lent_and_idle_connections() -> Result<(), DbError> {
         let pool = DbPool::connect("sqlite::memory:", 4).await?;
