@@ -37,6 +37,9 @@ for crate in $modules; do
   done
 done
 
+# A kernel without SQLite refuses an SQLite URL, naming the feature (its own unit tests).
+cargo test -q -p kernel --no-default-features --features postgres --lib
+
 # The HTTP client only where providers are called.
 for crate in auth-core blog-core tasks-core; do
   refuse "$crate" postgres reqwest rustls

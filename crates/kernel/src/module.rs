@@ -542,6 +542,21 @@ mod tests {
     }
 
     #[test]
+    fn mounts_are_written_one_way_and_the_host_choice_wins() {
+        let mounts = Mounts::new(&["messaging/", " /internal/messaging", "/", ""]);
+        assert_eq!(
+            mounts.iter().collect::<Vec<_>>(),
+            ["/messaging", "/internal/messaging", "", ""]
+        );
+        assert_eq!(mounts.documented(), "/messaging");
+        assert_eq!(
+            mounts.path("/webhooks/twilio/status"),
+            "/messaging/webhooks/twilio/status"
+        );
+        assert_eq!(Mounts::new(&[]).path("/x"), "/x");
+    }
+
+    #[test]
     fn settings_hold_one_value_per_type() {
         let mut settings = Settings::default();
         assert!(settings.get::<Demo>().is_none());

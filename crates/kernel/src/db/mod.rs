@@ -833,6 +833,22 @@ mod tests {
         assert!(!query("error serializing parameter 0").is_connection_lost());
     }
 
+    /// Run by CI on a kernel built for PostgreSQL alone (tests/support/features.sh).
+    #[cfg(not(feature = "sqlite"))]
+    #[tokio::test]
+    async fn a_backend_this_build_lacks_is_refused_naming_its_feature() {
+        let error = DbPool::connect("sqlite::memory:", 1).await.err();
+        assert_eq!(
+            error.map(|e| e.to_string()).as_deref(),
+            Some(
+                "this build has no sqlite support: rebuild with the `sqlite` feature, or use \
+                 another DATABASE_URL"
+            )
+        );
+        let error = migrate("sqlite://x.db", &[]).await.err();
+        assert!(matches!(error, Some(DbError::NotBuilt("sqlite"))));
+    }
+
     #[test]
     fn unknown_schemes_are_refused() {
         for url in ["mysql://x", "data/keel.db", "sqlite://", "postgress://x"] {
