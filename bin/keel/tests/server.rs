@@ -741,7 +741,9 @@ async fn killed_database_connections_are_503_and_the_server_recovers() {
         eprintln!("TEST_DATABASE_URL is not set: PostgreSQL run skipped");
         return;
     };
-    let s = TestConfig::new(&db).spawn().await;
+    let config = TestConfig::new(&db).build();
+    let pool_size = config.db_pool_size;
+    let s = keel::testing::serve(keel::app::Application::build(config).await.unwrap());
     let token = sign_up(&s.client, &s.base_url, "survivor@example.com").await;
     let me = || s.client.get(s.url("/auth/me")).bearer_auth(&token).send();
     assert_eq!(me().await.unwrap().status(), StatusCode::OK);
@@ -777,7 +779,19 @@ async fn killed_database_connections_are_503_and_the_server_recovers() {
             }
         }
     }
-    for _ in 0..8 {
-        assert_eq!(me().await.unwrap().status(), StatusCode::OK);
+    // A connection killed while idle answers one 503 when next used, unless its background task
+    // saw the loss first (slower on a loaded machine); either way the pool then drops it. So at
+    // most one 503 per pooled connection, then every request is served.
+    let (mut lost, mut served) = (0, 0);
+    while served < 8 {
+        match me().await.unwrap().status() {
+            StatusCode::OK => served += 1,
+            StatusCode::SERVICE_UNAVAILABLE => {
+                lost += 1;
+                served = 0;
+                assert!(lost <= pool_size, "{lost} answers of 503");
+            }
+            other => panic!("after the kills: {other}"),
+        }
     }
 }
