@@ -6,9 +6,9 @@ Usage: python3 bench/closed_loop.py MODE HOST PORT SECONDS CONNECTIONS [POLL_MS]
 
 Modes:
   task    POST /api/v1/tasks/enqueue (io_simulation_task, latency_scale 0), then
-          GET /api/v1/tasks/result/{task_id} while it answers 202 (after a pause of POLL_MS,
-          default 0: at once), until 200 with status "completed". Latency: from sending the
-          enqueue to reading the result.
+          GET /api/v1/tasks/result/{task_id}?wait=30, which the server holds until the job
+          ends: asked again (after a pause of POLL_MS, default 0) only if it answers 202, until
+          200 with status "completed". Latency: from sending the enqueue to reading the result.
   stream  POST /ai/chat/stream (a 20-word message) and read the server-sent events to the
           `complete` event. Latency: the whole stream.
   openai  The same stream straight from the provider simulator's OpenAI route
@@ -80,7 +80,7 @@ async def task_exchange(reader, writer):
     task_id = json.loads(body)["task_id"]
     requests = 1
     while True:
-        writer.write(request("GET", f"/api/v1/tasks/result/{task_id}"))
+        writer.write(request("GET", f"/api/v1/tasks/result/{task_id}?wait=30"))
         status, body = await read_response(reader)
         requests += 1
         if status == 200:

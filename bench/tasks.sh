@@ -55,7 +55,7 @@ bench_backend() { # label DATABASE_URL
     die "the bare handler's run failed"
   read -r ceiling _ <<<"$figures"
   stop "$bare_pid"
-  row "\`POST /api/v1/tasks/enqueue\` → \`GET /api/v1/tasks/result/{id}\` until 200, asked every $poll_ms ms ($queue_name; $per requests a task)" \
+  row "\`POST /api/v1/tasks/enqueue\` → \`GET /api/v1/tasks/result/{id}?wait=30\`, held until the job ends ($queue_name; $per requests a task)" \
     "Python asyncio, $conns clients" "$rate" tasks/s "$p50" "$p99" "$ceiling" "bare handler, the result's body"
 }
 

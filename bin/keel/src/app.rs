@@ -246,6 +246,10 @@ impl Application {
                     .client_request_timeout(crate::listener::REQUEST_HEAD_TIMEOUT)
                     .client_disconnect_timeout(Duration::from_secs(1))
                     .local_addr(local_addr)
+                    // For handlers that hold a request open until the client leaves.
+                    .on_connect_ext(|io: &ParseErrorBodies<TcpStream>, data| {
+                        kernel::peer::record(io.get_ref(), data)
+                    })
                     // `AppConfig::new` is private to actix-web. The default differs from what
                     // `HttpServer` passes only in its host and local address, which the app sees
                     // only as the host of an HTTP/1.0 request without a `Host` header.

@@ -149,6 +149,11 @@ pub struct ParseErrorBodies<IO> {
 }
 
 impl<IO> ParseErrorBodies<IO> {
+    /// The connection this wraps.
+    pub fn get_ref(&self) -> &IO {
+        &self.inner
+    }
+
     pub fn new(inner: IO) -> Self {
         ParseErrorBodies {
             inner,

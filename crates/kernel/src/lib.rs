@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod module;
 pub mod openapi;
 pub mod pagination;
+pub mod peer;
 pub mod plans;
 #[cfg(feature = "redis")]
 pub mod redis;

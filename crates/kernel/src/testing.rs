@@ -339,6 +339,7 @@ pub fn spawn_modules_on(
         let app = http::app(crate::module::BodyLimits::default()).into_utoipa_app();
         modules.iter().fold(app, crate::module::mount).into_app()
     })
+    .on_connect(crate::peer::record_any)
     .workers(2)
     .disable_signals()
     .listen(listener)

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, get, post, web};
+use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use kernel::ApiError;
 use kernel::identity::{Caller, Identity, need};
 use kernel::jobs::EnqueueRequest;
 use kernel::openapi::ErrorBody;
+use kernel::peer::PeerConnection;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
@@ -234,16 +235,28 @@ async fn enqueue_task(
     Ok(web::Json(queued.into()))
 }
 
-/// A task's result: 200 when finished (completed or failed), 202 while pending.
+/// `GET /result/{task_id}` query.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ResultQuery {
+    /// Seconds (1 to 30) to hold the request until the task ends; without it the answer is
+    /// immediate.
+    #[param(value_type = Option<u64>, minimum = 1, maximum = 30)]
+    pub wait: Option<String>,
+}
+
+/// A task's result: 200 when finished (completed or failed), 202 while pending. With `wait`,
+/// the answer comes when the task ends, or when `wait` seconds have passed (then 202).
 #[utoipa::path(
     tag = "tasks",
     security(("bearer" = [])),
-    params(("task_id" = String, Path, description = "The id returned by enqueue")),
+    params(("task_id" = String, Path, description = "The id returned by enqueue"), ResultQuery),
     responses(
         (status = 200, body = TaskStatusResponse, description = "Finished: completed or failed"),
         (status = 202, body = TaskStatusResponse, description = "Pending: queued or in_progress"),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "Task not found: <id> (unknown or expired)"),
+        (status = 422, body = ErrorBody, description = "wait must be a whole number of seconds from 1 to 30"),
         (status = 503, body = ErrorBody),
     )
 )]
@@ -252,8 +265,24 @@ async fn task_result(
     _user: Caller<need::User>,
     service: web::Data<TasksService>,
     task_id: web::Path<String>,
+    query: web::Query<ResultQuery>,
+    req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    let record = service.status(&task_id).await?;
+    let record = match &query.wait {
+        Some(wait) => {
+            let seconds = crate::service::wait_seconds(wait)?;
+            let waiting = service.wait_for_end(&task_id, seconds);
+            match PeerConnection::of(&req) {
+                // A client that leaves ends the wait (and nobody reads the answer).
+                Some(peer) => tokio::select! {
+                    record = waiting => record?,
+                    () = peer.closed() => return Ok(HttpResponse::NoContent().finish()),
+                },
+                None => waiting.await?,
+            }
+        }
+        None => service.status(&task_id).await?,
+    };
     let status = if record.status.is_finished() {
         StatusCode::OK
     } else {

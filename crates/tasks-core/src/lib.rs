@@ -58,6 +58,7 @@ mod error;
 mod http;
 mod registry;
 mod service;
+mod waiters;
 mod worker;
 
 pub use backend::BackendKind;

@@ -13,9 +13,25 @@ use crate::config::TasksConfig;
 use crate::domain::{ClaimPolicy, QueueDepth, TaskRecord};
 use crate::error::TasksError;
 use crate::registry::{Registry, TaskDefinition};
+use crate::waiters::Waiters;
 
 /// The longest accepted `delay_seconds`: 30 days.
 pub const MAX_DELAY_SECONDS: u64 = 30 * 24 * 3600;
+
+/// The longest a result request may wait for its job to end (`?wait=`, seconds).
+pub const MAX_WAIT_SECONDS: u64 = 30;
+
+/// The seconds of a `?wait=` value: a whole number from 1 to [`MAX_WAIT_SECONDS`].
+pub(crate) fn wait_seconds(raw: &str) -> Result<u64, TasksError> {
+    raw.parse::<u64>()
+        .ok()
+        .filter(|s| (1..=MAX_WAIT_SECONDS).contains(s))
+        .ok_or_else(|| {
+            TasksError::Invalid(format!(
+                "wait must be a whole number of seconds from 1 to {MAX_WAIT_SECONDS}"
+            ))
+        })
+}
 
 /// A job just queued.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +57,7 @@ pub struct TasksService {
     registry: Registry,
     config: TasksConfig,
     random: Arc<dyn RandomSource>,
+    waiters: Arc<Waiters>,
 }
 
 impl TasksService {
@@ -54,6 +71,7 @@ impl TasksService {
             registry: Registry::default(),
             config,
             random,
+            waiters: Arc::default(),
         }
     }
 
@@ -153,6 +171,38 @@ impl TasksService {
             .get(task_id)
             .await?
             .ok_or_else(|| TasksError::NotFound(task_id.to_owned()))
+    }
+
+    /// A task by id once it has ended (completed or failed), or as it is when `wait_seconds`
+    /// (1 to [`MAX_WAIT_SECONDS`]) have passed first. Woken by the backend's announcement of the
+    /// job's end, never by polling; a caller dropped meanwhile leaves nothing behind. 404 when
+    /// unknown or expired.
+    pub async fn wait_for_end(
+        &self,
+        task_id: &str,
+        wait_seconds: u64,
+    ) -> Result<TaskRecord, TasksError> {
+        let wait_seconds = wait_seconds.clamp(1, MAX_WAIT_SECONDS);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_seconds);
+        let waiter = self.waiters.wait_for(&self.backend, task_id);
+        loop {
+            // Armed before the read, so that an end announced between the two is not missed.
+            let woken = waiter.notify().notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let record = self.status(task_id).await?;
+            if record.status.is_finished() {
+                return Ok(record);
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return Ok(record);
+            }
+        }
+    }
+
+    /// How many result requests wait for their job now.
+    pub fn waiting(&self) -> usize {
+        self.waiters.count()
     }
 
     pub async fn overview(&self) -> Result<Overview, TasksError> {

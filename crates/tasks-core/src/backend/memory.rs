@@ -5,20 +5,37 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use futures_util::StreamExt as _;
+use futures_util::stream::BoxStream;
+use tokio::sync::{Notify, broadcast};
 
-use super::{BackendKind, TaskBackend};
+use super::{BackendKind, Finished, TaskBackend};
 use crate::domain::{
     ClaimPolicy, Lease, Outcome, QueueDepth, TaskRecord, TaskStatus, worker_lost_error,
 };
 use crate::error::TasksError;
 
+/// Jobs announced as finished that a slow listener may fall behind by before it is told it
+/// missed some ([`Finished::Missed`]).
+const FINISHED_BACKLOG: usize = 4096;
+
 /// The in-memory backend. Share one instance (in an `Arc`) between the API and the workers.
-#[derive(Default)]
 pub struct MemoryBackend {
     inner: Mutex<Inner>,
     /// Wakes waiting fetches when jobs become available.
     notify: Notify,
+    /// Announces jobs that end (see [`TaskBackend::finished`]).
+    finished: broadcast::Sender<String>,
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        MemoryBackend {
+            inner: Mutex::default(),
+            notify: Notify::new(),
+            finished: broadcast::channel(FINISHED_BACKLOG).0,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -296,6 +313,10 @@ impl TaskBackend for MemoryBackend {
             stored.lease = None;
             let record = &mut stored.record;
             let mut retry_at = None;
+            if !matches!(outcome, Outcome::Retry { .. }) {
+                // No listener is not an error: nobody waits.
+                let _ = self.finished.send(lease.task_id.clone());
+            }
             match outcome {
                 Outcome::Completed(value) => {
                     record.status = TaskStatus::Completed;
@@ -324,6 +345,22 @@ impl TaskBackend for MemoryBackend {
         }
         self.notify.notify_waiters();
         Ok(true)
+    }
+
+    async fn finished(&self) -> Result<BoxStream<'static, Finished>, TasksError> {
+        let receiver = self.finished.subscribe();
+        Ok(
+            futures_util::stream::unfold(receiver, |mut receiver| async move {
+                match receiver.recv().await {
+                    Ok(id) => Some((Finished::Job(id), receiver)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        Some((Finished::Missed, receiver))
+                    }
+                    Err(broadcast::error::RecvError::Closed) => None,
+                }
+            })
+            .boxed(),
+        )
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, TasksError> {

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use futures_util::stream::BoxStream;
+
 use crate::domain::{ClaimPolicy, Lease, Outcome, QueueDepth, TaskRecord};
 use crate::error::TasksError;
 
@@ -26,6 +28,15 @@ impl BackendKind {
             BackendKind::Memory => "memory",
         }
     }
+}
+
+/// What [`TaskBackend::finished`] yields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finished {
+    /// This job just ended (completed or failed).
+    Job(String),
+    /// Announcements may have been missed (the listener fell behind): every waiter looks again.
+    Missed,
 }
 
 /// Storage and delivery of jobs.
@@ -81,6 +92,11 @@ pub trait TaskBackend: Send + Sync + 'static {
 
     /// Removes expired data and forgets idle workers; returns how many items went.
     async fn purge_expired(&self) -> Result<u64, TasksError>;
+
+    /// The jobs that end from now on, announced by whichever process settles them: for the
+    /// waiters of `GET /result/{id}?wait=`. The stream ends when the listener's connection is
+    /// lost (the caller then listens again; it may have missed announcements meanwhile).
+    async fn finished(&self) -> Result<BoxStream<'static, Finished>, TasksError>;
 
     /// Forgets a worker that stopped cleanly (a no-op where nothing is kept per worker).
     async fn forget_consumer(&self, _queue: &str, _consumer: &str) -> Result<(), TasksError> {

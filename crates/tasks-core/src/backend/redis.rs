@@ -20,7 +20,10 @@ use deadpool_redis::redis::{self, AsyncConnectionConfig, IntoConnectionInfo, Val
 use deadpool_redis::{Connection, Manager, Pool, Runtime};
 use serde_json::{Map, Value as Json};
 
-use super::{BackendKind, TaskBackend};
+use futures_util::StreamExt as _;
+use futures_util::stream::BoxStream;
+
+use super::{BackendKind, Finished, TaskBackend};
 use crate::domain::{ClaimPolicy, Lease, Outcome, QueueDepth, TaskRecord, TaskStatus};
 use crate::error::TasksError;
 
@@ -62,6 +65,8 @@ fn script(body: &str) -> String {
 /// Jobs in Redis, shared by every server and worker pointed at the same database and prefix.
 pub struct RedisBackend {
     pool: Pool,
+    /// For the subscription to finished jobs (a connection of its own, outside the pool).
+    client: redis::Client,
     prefix: String,
     /// The longest blocking read: below the connections' response timeout.
     max_block: Duration,
@@ -108,6 +113,8 @@ impl RedisBackend {
         let connection = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(settings.connect_timeout))
             .set_response_timeout(Some(max_block + Duration::from_secs(10)));
+        let client = redis::Client::open(info.clone())
+            .map_err(|e| TasksError::Unavailable(format!("invalid REDIS_URL: {e}")))?;
         let manager = Manager::new_with_config(info, connection)
             .map_err(|e| TasksError::Unavailable(format!("invalid REDIS_URL: {e}")))?;
         let pool = Pool::builder(manager)
@@ -120,6 +127,7 @@ impl RedisBackend {
             .map_err(|e| TasksError::Unavailable(format!("Redis pool: {e}")))?;
         Ok(RedisBackend {
             pool,
+            client,
             prefix: settings.prefix.clone(),
             max_block,
             scripts: Scripts {
@@ -132,6 +140,11 @@ impl RedisBackend {
 
     pub fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// The channel on which `finish.lua` announces jobs that end.
+    fn finished_channel(&self) -> String {
+        format!("{}finished", self.prefix)
     }
 
     fn job_key(&self, id: &str) -> String {
@@ -299,6 +312,7 @@ impl RedisBackend {
             .arg(millis(keep).max(1))
             .arg(millis(delay))
             .arg(&lease.task_id)
+            .arg(self.finished_channel())
             .query_async(&mut conn)
             .await?;
         Ok(done == 1)
@@ -495,6 +509,18 @@ impl TaskBackend for RedisBackend {
     async fn release(&self, lease: &Lease) -> Result<bool, TasksError> {
         self.settle(lease, "release", "", Duration::ZERO, Duration::ZERO)
             .await
+    }
+
+    async fn finished(&self) -> Result<BoxStream<'static, Finished>, TasksError> {
+        let mut pubsub = self.client.get_async_pubsub().await?;
+        pubsub.subscribe(self.finished_channel()).await?;
+        Ok(pubsub
+            .into_on_message()
+            .map(|message| match message.get_payload::<String>() {
+                Ok(id) => Finished::Job(id),
+                Err(_) => Finished::Missed,
+            })
+            .boxed())
     }
 
     async fn purge_expired(&self) -> Result<u64, TasksError> {

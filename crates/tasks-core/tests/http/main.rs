@@ -276,4 +276,5 @@ fn gated(gate: Arc<Semaphore>, started: Arc<AtomicU32>) -> TaskFn {
 
 mod api;
 mod setup;
+mod waiting;
 mod workers;

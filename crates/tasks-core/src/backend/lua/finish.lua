@@ -1,5 +1,6 @@
 -- KEYS: job, stream, delayed. ARGV: entry id, group, token, mode, payload, now (RFC 3339),
--- keep ms, delay ms, task id. Modes: completed, failed, retry, release.
+-- keep ms, delay ms, task id, finished channel. Modes: completed, failed, retry, release.
+-- A job that ends (completed or failed) is announced on the channel, for result waiters.
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[3] then return 0 end
 redis.call('HDEL', KEYS[1], 'lease')
 local mode = ARGV[4]
@@ -7,9 +8,11 @@ if mode == 'completed' then
   redis.call('HSET', KEYS[1], 'status', 'completed', 'result', ARGV[5], 'finished_at', ARGV[6])
   redis.call('HDEL', KEYS[1], 'error')
   redis.call('PEXPIRE', KEYS[1], ARGV[7])
+  redis.call('PUBLISH', ARGV[10], ARGV[9])
 elseif mode == 'failed' then
   redis.call('HSET', KEYS[1], 'status', 'failed', 'error', ARGV[5], 'finished_at', ARGV[6])
   redis.call('PEXPIRE', KEYS[1], ARGV[7])
+  redis.call('PUBLISH', ARGV[10], ARGV[9])
 elseif mode == 'retry' then
   redis.call('HSET', KEYS[1], 'status', 'queued', 'error', ARGV[5])
   __TIME__
