@@ -54,6 +54,7 @@ use kernel::identity::Identity;
 use kernel::mail::Mailer;
 use kernel::module::{BuildModule, Deps, Module, ModuleError};
 use kernel::plans::Entitlements;
+use kernel::unit::Detached;
 use kernel::{Authenticator, DbPool, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -77,7 +78,10 @@ pub const MIGRATIONS: MigrationSet = MigrationSet {
 /// The assembled module: its service and its HTTP state.
 pub struct AuthModule {
     pool: DbPool,
-    service: Arc<service::AuthServiceImpl>,
+    /// The service that does the work (for its counters).
+    inner: Arc<service::AuthServiceImpl>,
+    /// The same, wrapped once: every call through it is a unit of work.
+    service: Arc<dyn AuthService>,
     state: web::Data<http::AuthState>,
     identity: web::Data<Identity>,
     json_limit: usize,
@@ -140,7 +144,7 @@ impl BuildModule for AuthModule {
             links,
             deps.late::<dyn Mailer>(),
         );
-        let service = Arc::new(service::AuthServiceImpl::new(service::Parts {
+        let inner = Arc::new(service::AuthServiceImpl::new(service::Parts {
             pool: deps.pool.clone(),
             keys,
             hasher,
@@ -153,16 +157,21 @@ impl BuildModule for AuthModule {
                 mail_limit_per_hour: config.mail_limit_per_hour,
             },
             read_cache: deps.read_cache,
+            entitlements: deps.late::<dyn Entitlements>(),
         }));
+        // Every call of the handlers, the CLI and the authenticator is a unit of work from here
+        // on (the identity extractor's look-up already is one: its call runs inline).
+        let service: Arc<dyn AuthService> =
+            Arc::new(Detached::new(inner.clone() as Arc<dyn AuthService>));
         let state = web::Data::new(http::AuthState {
             service: service.clone(),
             rate_limit: config.rate_limit,
-            entitlements: deps.late::<dyn Entitlements>(),
         });
         let authenticator: Arc<dyn Authenticator> =
             Arc::new(service::TokenAuthenticator(service.clone()));
         Ok(Self {
             pool: deps.pool.clone(),
+            inner,
             service,
             state,
             identity: Identity::new(Some(authenticator)),
@@ -172,14 +181,15 @@ impl BuildModule for AuthModule {
 }
 
 impl AuthModule {
-    /// The service: every operation of the module without HTTP (the CLI's user management).
+    /// The service: every operation of the module without HTTP (the CLI's user management),
+    /// each call a unit of work.
     pub fn service(&self) -> Arc<dyn AuthService> {
         self.service.clone()
     }
 
     /// How many bcrypt verifications logins have run (unknown users included).
     pub fn password_checks(&self) -> u64 {
-        self.service.password_checks()
+        self.inner.password_checks()
     }
 
     /// The identity this module lends the others (its [`Capabilities`] entry): an embedder

@@ -52,6 +52,7 @@ use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
 use kernel::mail::Mailer;
 use kernel::module::{BuildModule, Deps, Module, ModuleError};
+use kernel::unit::Detached;
 use kernel::{Authenticator, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -133,12 +134,14 @@ impl BuildModule for CommsModule {
             config.twilio_auth_token.as_deref().unwrap_or_default(),
             config.timeout,
         ));
-        let service: Arc<dyn CommsService> = Arc::new(CommsServiceImpl::new(
+        let inner: Arc<dyn CommsService> = Arc::new(CommsServiceImpl::new(
             deps.pool.clone(),
             config,
             email,
             telephony,
         ));
+        // Every call of the handlers, the CLI and the mailer is a unit of work from here on.
+        let service: Arc<dyn CommsService> = Arc::new(Detached::new(inner));
         Ok(CommsModule {
             state: web::Data::new(http::CommsState {
                 service: service.clone(),
@@ -150,7 +153,8 @@ impl BuildModule for CommsModule {
 }
 
 impl CommsModule {
-    /// The service: every operation of the module without HTTP (the CLI uses it).
+    /// The service: every operation of the module without HTTP (the CLI uses it), each call a
+    /// unit of work.
     pub fn service(&self) -> Arc<dyn CommsService> {
         self.service.clone()
     }
