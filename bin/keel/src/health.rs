@@ -88,7 +88,7 @@ async fn database_health(state: &Composed) -> ModuleHealth {
     }
 }
 
-/// `SELECT 1` on a task of its own (see `kernel::db::run_detached`).
+/// `SELECT 1` on a task of its own (a unit of work: see `kernel::db::spawn_unit`).
 async fn ping(pool: &kernel::DbPool) -> Result<(), String> {
     let pool = pool.clone();
     match kernel::db::spawn_unit(async move { pool.ping().await }).await {

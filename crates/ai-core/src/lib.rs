@@ -86,7 +86,7 @@ pub struct AiModule {
     identity: web::Data<Identity>,
 }
 
-/// The service over `config`'s provider.
+/// The service over `config`'s provider, wrapped: every call through it is a unit of work.
 fn service(
     config: AiConfig,
     http: &reqwest::Client,
@@ -104,7 +104,8 @@ fn service(
         },
     );
     let model = providers::metered(spec.name, model);
-    Arc::new(AiServiceImpl::new(config, model, store, meter))
+    let inner: Arc<dyn AiService> = Arc::new(AiServiceImpl::new(config, model, store, meter));
+    Arc::new(kernel::unit::Detached::new(inner))
 }
 
 impl AiModule {
@@ -167,7 +168,7 @@ impl BuildModule for AiModule {
 }
 
 impl AiModule {
-    /// The service: every operation of the module without HTTP.
+    /// The service: every operation of the module without HTTP, each call a unit of work.
     pub fn service(&self) -> Arc<dyn AiService> {
         self.service.clone()
     }
@@ -199,7 +200,10 @@ impl Module for AiModule {
     /// Healthy when the conversation store answers; the detail names the provider, or why it
     /// cannot be used.
     async fn health(&self) -> ModuleHealth {
-        let health = self.service.health().await;
+        let health = match self.service.health().await {
+            Ok(health) => health,
+            Err(e) => return ModuleHealth::unhealthy(format!("health check failed: {e}")),
+        };
         match (health.total_conversations, health.validation_errors.first()) {
             (None, _) => ModuleHealth::unhealthy("conversation store unreachable"),
             (Some(_), Some(why)) => ModuleHealth::unhealthy(why.clone()),

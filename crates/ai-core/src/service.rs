@@ -1,5 +1,7 @@
 //! The AI service: checks a turn, asks the provider, and keeps the conversation.
 
+mod detached;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -91,7 +93,7 @@ pub trait AiService: Send + Sync {
     ) -> Result<Vec<ConversationHead>, AiError>;
     /// A conversation with every message; another user's is 403.
     async fn conversation(&self, user_id: &str, id: &str) -> Result<Conversation, AiError>;
-    async fn health(&self) -> Health;
+    async fn health(&self) -> Result<Health, AiError>;
     fn config(&self) -> &AiConfig;
 }
 
@@ -378,18 +380,18 @@ impl AiService for AiServiceImpl {
         Ok(conversation)
     }
 
-    async fn health(&self) -> Health {
+    async fn health(&self) -> Result<Health, AiError> {
         let mut validation_errors = Vec::new();
         if let Some(why) = self.unavailable() {
             validation_errors.push(why);
         }
-        Health {
+        Ok(Health {
             enabled: self.config.enabled,
             provider: self.config.provider.name.to_owned(),
             model: self.config.model_for(self.config.provider),
             total_conversations: self.store.count().await.ok(),
             validation_errors,
-        }
+        })
     }
 
     fn config(&self) -> &AiConfig {

@@ -46,6 +46,9 @@ pub enum AuthError {
     Mail(String),
     #[error(transparent)]
     Db(#[from] DbError),
+    /// The plans of the module that provides them could not be read (503).
+    #[error(transparent)]
+    Entitlements(#[from] kernel::plans::EntitlementsError),
     #[error("internal: {0}")]
     Internal(String),
 }
@@ -77,6 +80,7 @@ impl From<AuthError> for ApiError {
             AuthError::InvalidMailToken => ApiError::bad_request(INVALID_MAIL_TOKEN),
             AuthError::Mail(_) => ApiError::bad_gateway(e.to_string()),
             AuthError::Db(e) => ApiError::from(e),
+            AuthError::Entitlements(e) => ApiError::from(e),
             AuthError::Internal(e) => ApiError::internal(e),
         }
     }

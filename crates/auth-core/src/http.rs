@@ -10,7 +10,6 @@ use std::sync::Arc;
 use actix_web::http::StatusCode;
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, get, patch, post, web};
-use kernel::db::run_detached;
 use kernel::identity::{AuthFailure, Caller, bearer_token, need};
 use kernel::pagination::PageParams;
 use kernel::{ApiError, FieldError, Role};
@@ -25,8 +24,6 @@ pub struct AuthState {
     pub service: Arc<dyn AuthService>,
     /// Whether rate limits are on (then the peer address is passed to the service).
     pub rate_limit: bool,
-    /// The users' plans for `/me`, when a module provides them (payment).
-    pub entitlements: kernel::capability::Late<dyn kernel::plans::Entitlements>,
 }
 
 impl AuthState {
@@ -39,14 +36,11 @@ impl AuthState {
     /// The active user behind the request's bearer token, as the full account (`/me` answers
     /// fields a `Principal` does not carry). The other routes use the kernel's extractors.
     pub(crate) async fn current_user(&self, req: &HttpRequest) -> Result<User, ApiError> {
-        let bearer = bearer_token(req)
-            .ok_or(AuthFailure::NotAuthenticated)?
-            .to_owned();
-        if let Some(answer) = self.service.cached_user_for_token(&bearer) {
+        let bearer = bearer_token(req).ok_or(AuthFailure::NotAuthenticated)?;
+        if let Some(answer) = self.service.cached_user_for_token(bearer) {
             return answer.map_err(Into::into);
         }
-        let service = self.service.clone();
-        run_detached(async move { service.user_for_token(&bearer).await }).await
+        Ok(self.service.user_for_token(bearer).await?)
     }
 }
 
@@ -206,8 +200,7 @@ pub async fn register(
         is_active: body.is_active,
     };
     let ip = state.client_ip(&req);
-    let service = state.service.clone();
-    let user = run_detached(async move { service.register(input, ip.as_deref()).await }).await?;
+    let user = state.service.register(input, ip.as_deref()).await?;
     Ok(HttpResponse::Created().json(UserResponse::from(user)))
 }
 
@@ -256,8 +249,10 @@ async fn login(
         required([("username", form.username), ("password", form.password)])?;
     refuse_nul(&[("username", &username), ("password", &password)])?;
     let ip = state.client_ip(req);
-    let service = state.service.clone();
-    run_detached(async move { service.login(&username, &password, ip.as_deref()).await }).await
+    Ok(state
+        .service
+        .login(&username, &password, ip.as_deref())
+        .await?)
 }
 
 /// 422 naming every field that holds a NUL character (PostgreSQL cannot store one).
@@ -301,16 +296,10 @@ pub async fn me(
     req: HttpRequest,
 ) -> Result<web::Json<UserResponse>, ApiError> {
     let user = state.current_user(&req).await?;
-    let plan = match state.entitlements.get() {
-        None => None,
-        Some(plans) => {
-            let id = user.id;
-            Some(
-                run_detached(async move { plans.plan(id).await })
-                    .await?
-                    .name,
-            )
-        }
+    // Without plans, no unit of work is started for them.
+    let plan = match state.service.offers_plans() {
+        false => None,
+        true => state.service.plan(user.id).await?.map(|plan| plan.name),
     };
     Ok(web::Json(UserResponse {
         plan,
@@ -335,8 +324,7 @@ pub async fn list_users(
 ) -> Result<web::Json<UserListResponse>, ApiError> {
     admin_id(&admin)?;
     let page = query.into_inner().resolve()?;
-    let service = state.service.clone();
-    let (users, total) = run_detached(async move { service.list_users(page).await }).await?;
+    let (users, total) = state.service.list_users(page).await?;
     Ok(web::Json(UserListResponse {
         users: users.into_iter().map(UserResponse::from).collect(),
         total,
@@ -375,9 +363,11 @@ pub async fn update_user(
         .into());
     }
     let patch = UserPatch { is_active, role };
-    let service = state.service.clone();
     let id = path.into_inner();
-    let user =
-        run_detached(async move { service.update_user(Some(admin_id), id, patch).await }).await?;
+    let user = state
+        .service
+        .update_user(Some(admin_id), id, patch)
+        .await
+        .map_err(ApiError::from)?;
     Ok(web::Json(user.into()))
 }

@@ -55,6 +55,7 @@ use kernel::identity::Identity;
 use kernel::mail::Mailer;
 use kernel::module::{BuildModule, Deps, Module, ModuleError, Mounts};
 use kernel::plans::Entitlements;
+use kernel::unit::Detached;
 use kernel::{Authenticator, DbPool, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -80,7 +81,10 @@ pub struct AuthModule {
     /// Where the routes are mounted (the host's choice, else [`Self::MOUNTS`]).
     mounts: Mounts,
     pool: DbPool,
-    service: Arc<service::AuthServiceImpl>,
+    /// The service that does the work (for its counters).
+    inner: Arc<service::AuthServiceImpl>,
+    /// The same, wrapped once: every call through it is a unit of work.
+    service: Arc<dyn AuthService>,
     state: web::Data<http::AuthState>,
     identity: web::Data<Identity>,
     json_limit: usize,
@@ -146,7 +150,7 @@ impl BuildModule for AuthModule {
             links,
             deps.late::<dyn Mailer>(),
         );
-        let service = Arc::new(service::AuthServiceImpl::new(service::Parts {
+        let inner = Arc::new(service::AuthServiceImpl::new(service::Parts {
             pool: deps.pool.clone(),
             keys,
             hasher,
@@ -159,17 +163,22 @@ impl BuildModule for AuthModule {
                 mail_limit_per_hour: config.mail_limit_per_hour,
             },
             read_cache: deps.read_cache,
+            entitlements: deps.late::<dyn Entitlements>(),
         }));
+        // Every call of the handlers, the CLI and the authenticator is a unit of work from here
+        // on (the identity extractor's look-up already is one: its call runs inline).
+        let service: Arc<dyn AuthService> =
+            Arc::new(Detached::new(inner.clone() as Arc<dyn AuthService>));
         let state = web::Data::new(http::AuthState {
             service: service.clone(),
             rate_limit: config.rate_limit,
-            entitlements: deps.late::<dyn Entitlements>(),
         });
         let authenticator: Arc<dyn Authenticator> =
             Arc::new(service::TokenAuthenticator(service.clone()));
         Ok(Self {
             mounts: deps.mounts_or(Self::MOUNTS),
             pool: deps.pool.clone(),
+            inner,
             service,
             state,
             identity: Identity::new(Some(authenticator)),
@@ -179,14 +188,15 @@ impl BuildModule for AuthModule {
 }
 
 impl AuthModule {
-    /// The service: every operation of the module without HTTP (the CLI's user management).
+    /// The service: every operation of the module without HTTP (the CLI's user management),
+    /// each call a unit of work.
     pub fn service(&self) -> Arc<dyn AuthService> {
         self.service.clone()
     }
 
     /// How many bcrypt verifications logins have run (unknown users included).
     pub fn password_checks(&self) -> u64 {
-        self.service.password_checks()
+        self.inner.password_checks()
     }
 
     /// The identity this module lends the others (its [`Capabilities`] entry): an embedder

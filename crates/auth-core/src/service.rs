@@ -2,6 +2,7 @@
 //! account lifecycle (verification, password reset) in [`lifecycle`], sessions (refresh tokens,
 //! sign-out) in [`sessions`].
 
+mod detached;
 mod lifecycle;
 mod sessions;
 
@@ -10,8 +11,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::TimeDelta;
 use kernel::cache::ReadCache;
+use kernel::capability::Late;
 use kernel::identity::AuthFailure;
 use kernel::pagination::Page;
+use kernel::plans::{Entitlements, Plan};
 use kernel::{Authenticator, DbPool, Principal, Role};
 
 use crate::domain::{self, NewAccount};
@@ -133,7 +136,7 @@ pub trait AuthService: Send + Sync {
     /// used before revokes its whole family: `InvalidRefreshToken`.
     async fn refresh(&self, refresh_token: &str) -> Result<AccessToken, AuthError>;
     /// Ends one session (a refresh token's family) or every session of a user.
-    async fn logout(&self, what: Logout<'_>) -> Result<(), AuthError>;
+    async fn logout(&self, what: Logout) -> Result<(), AuthError>;
     /// Sends `user` a verification mail and waits for the mailer. `AlreadyVerified` when there
     /// is nothing to verify.
     async fn request_verification(&self, user: &User) -> Result<(), AuthError>;
@@ -150,6 +153,11 @@ pub trait AuthService: Send + Sync {
     /// A reset token and link for the account of `email`, without a mail (the CLI's
     /// `users reset-link`).
     async fn reset_link(&self, email: &str) -> Result<(User, Issued), AuthError>;
+    /// Whether a module provides plans (payment): then `/me` names the user's plan.
+    fn offers_plans(&self) -> bool;
+    /// The user's plan (the `plan` of `/me`), when a module provides plans (payment); `None`
+    /// otherwise.
+    async fn plan(&self, user_id: i64) -> Result<Option<Plan>, AuthError>;
 }
 
 /// The settings of the account lifecycle the service applies.
@@ -175,6 +183,8 @@ pub struct Parts {
     pub mails: AccountMails,
     pub lifecycle: Lifecycle,
     pub read_cache: bool,
+    /// The users' plans, when a module provides them (payment), used late.
+    pub entitlements: Late<dyn Entitlements>,
 }
 
 pub struct AuthServiceImpl {
@@ -188,6 +198,7 @@ pub struct AuthServiceImpl {
     /// The users behind tokens, by id (`READ_CACHE`): cleared by every change made here, and
     /// never older than a second, so a user deactivated elsewhere is refused within it.
     users: ReadCache<i64, User>,
+    entitlements: Late<dyn Entitlements>,
 }
 
 /// Users kept at most in the token cache.
@@ -204,6 +215,7 @@ impl AuthServiceImpl {
             mails: parts.mails,
             lifecycle: parts.lifecycle,
             users: ReadCache::new(parts.read_cache, USER_CACHE_ENTRIES),
+            entitlements: parts.entitlements,
         }
     }
 
@@ -372,7 +384,7 @@ impl AuthService for AuthServiceImpl {
         self.rotate(refresh_token).await
     }
 
-    async fn logout(&self, what: Logout<'_>) -> Result<(), AuthError> {
+    async fn logout(&self, what: Logout) -> Result<(), AuthError> {
         self.end_sessions(what).await
     }
 
@@ -403,6 +415,17 @@ impl AuthService for AuthServiceImpl {
             .ok_or(AuthError::UserNotFound)?;
         let issued = self.mails.issue(&user, MailKind::PasswordReset).await?;
         Ok((user, issued))
+    }
+
+    fn offers_plans(&self) -> bool {
+        self.entitlements.get().is_some()
+    }
+
+    async fn plan(&self, user_id: i64) -> Result<Option<Plan>, AuthError> {
+        match self.entitlements.get() {
+            None => Ok(None),
+            Some(plans) => Ok(Some(plans.plan(user_id).await?)),
+        }
     }
 }
 

@@ -45,6 +45,7 @@ use kernel::capability::Use;
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
 use kernel::module::{BuildModule, Deps, Module, ModuleError, Mounts};
+use kernel::unit::Detached;
 use kernel::{Authenticator, DbPool, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -77,7 +78,8 @@ pub struct BlogModule {
     /// Where the routes are mounted (the host's choice, else [`Self::MOUNTS`]).
     mounts: Mounts,
     pool: DbPool,
-    service: Arc<BlogServiceImpl>,
+    /// The service wrapped once: every call through it is a unit of work.
+    service: Arc<dyn BlogService>,
     state: web::Data<http::BlogState>,
     identity: web::Data<Identity>,
 }
@@ -127,12 +129,12 @@ impl BuildModule for BlogModule {
             deps.read_cache,
             PUBLIC_CACHE_ENTRIES,
         ));
-        let service = Arc::new(BlogServiceImpl::new(
+        let inner = Arc::new(BlogServiceImpl::new(
             deps.pool.clone(),
             limits,
             public.clone(),
         ));
-        match service.render_missing().await {
+        match inner.render_missing().await {
             Ok(0) => {}
             Ok(n) => tracing::info!(
                 posts = n,
@@ -145,6 +147,8 @@ impl BuildModule for BlogModule {
                 ));
             }
         }
+        // Every call of the handlers, the CLI and embedders is a unit of work from here on.
+        let service: Arc<dyn BlogService> = Arc::new(Detached::new(inner as Arc<dyn BlogService>));
         let state = web::Data::new(http::BlogState {
             service: service.clone(),
             protection,
@@ -163,7 +167,8 @@ impl BuildModule for BlogModule {
 }
 
 impl BlogModule {
-    /// The service: every operation of the module without HTTP (the CLI's export and import).
+    /// The service: every operation of the module without HTTP (the CLI's export and import),
+    /// each call a unit of work.
     pub fn service(&self) -> Arc<dyn BlogService> {
         self.service.clone()
     }

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use actix_web::{HttpMessage as _, HttpRequest, get, post, web};
 use kernel::ApiError;
-use kernel::db::run_detached;
 use kernel::identity::{self, Access, need};
 use kernel::pagination::PageParams;
 use kernel::{Role, Timestamp};
@@ -329,9 +328,7 @@ pub async fn send_email(
             .collect(),
         private_body: false,
     };
-    let service = state.service.clone();
-    let sender = sender(&user);
-    let receipt = run_detached(async move { service.send_email(sender, request).await }).await?;
+    let receipt = state.service.send_email(sender(&user), request).await?;
     Ok(web::Json(EmailSendResponse {
         id: receipt.id,
         to: receipt.to,
@@ -364,9 +361,7 @@ pub async fn send_sms(
         body: body.body,
         from_number: body.from_number,
     };
-    let service = state.service.clone();
-    let sender = sender(&user);
-    let receipt = run_detached(async move { service.send_sms(sender, request).await }).await?;
+    let receipt = state.service.send_sms(sender(&user), request).await?;
     Ok(web::Json(SmsSendResponse {
         sid: receipt.sid,
         to: receipt.to,
@@ -401,9 +396,7 @@ pub async fn make_call(
         from_number: body.from_number,
         timeout: body.timeout,
     };
-    let service = state.service.clone();
-    let sender = sender(&user);
-    let receipt = run_detached(async move { service.make_call(sender, request).await }).await?;
+    let receipt = state.service.make_call(sender(&user), request).await?;
     Ok(web::Json(CallMakeResponse {
         sid: receipt.sid,
         to: receipt.to,
@@ -441,10 +434,7 @@ pub async fn list_messages(
         channel,
         status: query.status.filter(|s| !s.is_empty()),
     };
-    let service = state.service.clone();
-    let viewer = viewer(&user);
-    let (messages, total) =
-        run_detached(async move { service.messages(viewer, filter, page).await }).await?;
+    let (messages, total) = state.service.messages(viewer(&user), filter, page).await?;
     Ok(web::Json(MessageListResponse {
         messages: messages.into_iter().map(MessageResponse::from).collect(),
         total,
@@ -470,9 +460,7 @@ pub async fn get_message(
     id: web::Path<i64>,
 ) -> Result<web::Json<MessageResponse>, ApiError> {
     let id = id.into_inner();
-    let service = state.service.clone();
-    let viewer = viewer(&user);
-    let message = run_detached(async move { service.message(viewer, id).await }).await?;
+    let message = state.service.message(viewer(&user), id).await?;
     Ok(web::Json(message.into()))
 }
 
@@ -513,8 +501,7 @@ pub async fn twilio_status(
         signature: header(&req, "x-twilio-signature"),
         signature_settings: header(&req, webhooks::SIGNATURE_SETTINGS_HEADER),
     };
-    let service = state.service.clone();
-    let outcome = run_detached(async move { service.twilio_status(callback).await }).await?;
+    let outcome = state.service.twilio_status(callback).await?;
     Ok(web::Json(WebhookResponse {
         applied: outcome == EventOutcome::Applied,
     }))
@@ -540,16 +527,13 @@ pub async fn resend_webhook(
     let id = header(&req, "svix-id");
     let timestamp = header(&req, "svix-timestamp");
     let signature = header(&req, "svix-signature");
-    let service = state.service.clone();
-    let outcome = run_detached(async move {
-        service
-            .resend_event(
-                [id.as_deref(), timestamp.as_deref(), signature.as_deref()],
-                &body,
-            )
-            .await
-    })
-    .await?;
+    let outcome = state
+        .service
+        .resend_event(
+            [id.as_deref(), timestamp.as_deref(), signature.as_deref()],
+            &body,
+        )
+        .await?;
     Ok(web::Json(WebhookResponse {
         applied: outcome == EventOutcome::Applied,
     }))

@@ -53,6 +53,7 @@ use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
 use kernel::mail::Mailer;
 use kernel::module::{BuildModule, Deps, Module, ModuleError, Mounts};
+use kernel::unit::Detached;
 use kernel::{Authenticator, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -143,13 +144,15 @@ impl BuildModule for CommsModule {
             config.timeout,
         ));
         let mounts = deps.mounts_or(Self::MOUNTS);
-        let service: Arc<dyn CommsService> = Arc::new(CommsServiceImpl::new(
+        let inner: Arc<dyn CommsService> = Arc::new(CommsServiceImpl::new(
             deps.pool.clone(),
             config,
             email,
             telephony,
             &mounts,
         ));
+        // Every call of the handlers, the CLI and the mailer is a unit of work from here on.
+        let service: Arc<dyn CommsService> = Arc::new(Detached::new(inner));
         Ok(CommsModule {
             mounts,
             state: web::Data::new(http::CommsState {
@@ -162,7 +165,8 @@ impl BuildModule for CommsModule {
 }
 
 impl CommsModule {
-    /// The service: every operation of the module without HTTP (the CLI uses it).
+    /// The service: every operation of the module without HTTP (the CLI uses it), each call a
+    /// unit of work.
     pub fn service(&self) -> Arc<dyn CommsService> {
         self.service.clone()
     }

@@ -1,6 +1,8 @@
 //! The communications service: sends through the providers, keeps the message log, and applies
 //! the providers' signed delivery events to it.
 
+mod detached;
+
 use std::sync::Arc;
 
 use chrono::{NaiveDateTime, Utc};

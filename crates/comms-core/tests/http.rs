@@ -211,6 +211,8 @@ impl Ctx {
     }
 }
 
+#[path = "http/cancellation.rs"]
+mod cancellation;
 #[path = "http/mailer.rs"]
 mod mailer;
 #[path = "http/mounts.rs"]

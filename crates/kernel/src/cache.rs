@@ -74,6 +74,21 @@ impl<K: Eq + Hash, V: Clone> ReadCache<K, V> {
         Ok(value)
     }
 
+    /// [`get_or_load`](Self::get_or_load) with `load` run as one unit of work
+    /// ([`crate::unit::run`]): a loader dropped with its request still finishes, the service
+    /// calls it makes run inline in it (no second hand-off), and what it does besides (writing
+    /// the answer's JSON) runs on the unit's thread, off the HTTP worker. A unit that fails is
+    /// [`DbError::Unit`](crate::DbError::Unit).
+    pub async fn get_or_load_unit<E, Fut>(&self, key: K, load: Fut) -> Result<V, E>
+    where
+        K: Clone,
+        V: Send + 'static,
+        E: From<crate::DbError> + Send + 'static,
+        Fut: Future<Output = Result<V, E>> + Send + 'static,
+    {
+        self.get_or_load(key, || crate::unit::run(load)).await
+    }
+
     /// The cached value, when there is a fresh one; else a ticket for [`ReadCache::put`].
     pub fn get(&self, key: &K) -> Result<V, Ticket> {
         let ticket = Ticket(self.generation.load(Ordering::Acquire));

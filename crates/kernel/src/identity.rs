@@ -98,6 +98,20 @@ pub enum AuthFailure {
     /// The user store could not be read.
     #[error("authentication unavailable: {0}")]
     Unavailable(String),
+    /// The look-up failed unexpectedly (its unit of work panicked): a 500.
+    #[error("authentication failed: {0}")]
+    Internal(String),
+}
+
+impl From<crate::DbError> for AuthFailure {
+    /// A failed unit of work is a 500; any other database failure means the user store could
+    /// not be read (503).
+    fn from(e: crate::DbError) -> Self {
+        match e {
+            crate::DbError::Unit(_) => AuthFailure::Internal(e.to_string()),
+            other => AuthFailure::Unavailable(other.to_string()),
+        }
+    }
 }
 
 impl From<AuthFailure> for ApiError {
@@ -114,6 +128,7 @@ impl From<AuthFailure> for ApiError {
                 actix_web::http::header::HeaderValue::from(1u32),
             )
             .caused_by(cause),
+            AuthFailure::Internal(cause) => ApiError::internal(cause),
         }
     }
 }
@@ -159,9 +174,10 @@ impl Identity {
     }
 }
 
-/// Resolves a token on a task of its own: actix extracts a handler's arguments together and drops
-/// the others when one fails (a malformed body, say), and a lookup dropped halfway through a
-/// database query must not be cancelled there. The task finishes the lookup; nobody waits for it.
+/// Resolves a token as a unit of work ([`crate::unit::run`]): actix extracts a handler's arguments
+/// together and drops the others when one fails (a malformed body, say), and a lookup dropped
+/// halfway through a database query must not be cancelled there. The unit finishes the lookup;
+/// nobody waits for it. The authenticator's own service calls run inline in that unit.
 async fn resolve(
     authenticator: &Arc<dyn Authenticator>,
     token: &str,
@@ -171,9 +187,7 @@ async fn resolve(
     }
     let authenticator = authenticator.clone();
     let token = token.to_owned();
-    crate::db::spawn_unit(async move { authenticator.authenticate(&token).await })
-        .await
-        .unwrap_or_else(|e| Err(AuthFailure::Unavailable(e.to_string())))
+    crate::unit::run(async move { authenticator.authenticate(&token).await }).await
 }
 
 fn identity_of(req: &HttpRequest) -> Result<web::Data<Identity>, ApiError> {

@@ -30,6 +30,7 @@ pub mod plans;
 pub mod redis;
 pub mod signals;
 pub mod time;
+pub mod unit;
 pub mod validation;
 
 #[cfg(feature = "testing")]

@@ -226,6 +226,81 @@ impl diesel::connection::Instrumentation for StatementLog {
     }
 }
 
+/// Checks out every connection of `pool` and holds them: until the returned connections are
+/// dropped, a unit of work that needs one waits for it (a request's write stays under way).
+#[allow(clippy::expect_used)]
+pub async fn hold_every_connection(pool: &DbPool) -> Vec<crate::db::PooledConn> {
+    let mut held = Vec::new();
+    for _ in 0..pool.status().max_size {
+        held.push(pool.get().await.expect("a connection of the test pool"));
+    }
+    held
+}
+
+/// Sends `request` over a connection of its own, waits `after`, then resets the connection (a
+/// TCP RST, as a client that crashes or a proxy that gives up sends): actix drops the request's
+/// future at once, wherever it is awaiting. (A client that only closes its side, a FIN, is not
+/// noticed until the answer is written, since actix allows half-closed connections: its handler
+/// runs to the end anyway.) Then waits `after` again. Panics when the server answers first.
+#[allow(clippy::expect_used)]
+pub async fn reset_mid_request(request: reqwest::RequestBuilder, after: std::time::Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let request = request.build().expect("a complete request");
+    let url = request.url();
+    let host = url.host_str().expect("a host");
+    let port = url.port_or_known_default().expect("a port");
+    let target = match url.query() {
+        Some(query) => format!("{}?{query}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let body = request
+        .body()
+        .and_then(|b| b.as_bytes())
+        .unwrap_or_default();
+    let mut bytes = format!(
+        "{} {target} HTTP/1.1\r\nhost: {host}:{port}\r\n",
+        request.method()
+    );
+    for (name, value) in request.headers() {
+        let value = value.to_str().expect("a text header");
+        bytes.push_str(&format!("{name}: {value}\r\n"));
+    }
+    bytes.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+    let mut bytes = bytes.into_bytes();
+    bytes.extend_from_slice(body);
+    let mut stream = tokio::net::TcpStream::connect((host, port))
+        .await
+        .expect("the test server accepts");
+    stream.write_all(&bytes).await.expect("the request is sent");
+    let mut first = [0u8; 1];
+    let answered = tokio::time::timeout(after, stream.read(&mut first)).await;
+    assert!(
+        answered.is_err(),
+        "the server answered before the client left: {answered:?}"
+    );
+    stream.set_zero_linger().expect("SO_LINGER 0");
+    drop(stream);
+    tokio::time::sleep(after).await;
+}
+
+/// Waits until `check` answers true, for at most `within`; its last answer.
+pub async fn eventually<F, Fut>(within: std::time::Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let until = std::time::Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}
+
 /// Panics unless `migrations/postgres/<module>` and `migrations/sqlite/<module>` of the workspace
 /// (two levels above a crate's `manifest_dir`) hold the same, non-empty, list of migrations.
 #[allow(clippy::expect_used)]

@@ -200,9 +200,10 @@ async fn killed_postgres_connections_are_503_and_the_pool_recovers() {
 }
 
 /// A unit of work whose caller is dropped mid-query (a timeout here, on a single-threaded runtime
-/// like actix-web's workers): run through `run_detached`, it finishes on its own task without a
-/// panic, and the pool serves every connection afterwards. Without it, dropping the query future
-/// on SQLite panics ("can call blocking only when running on the multi-threaded runtime").
+/// like actix-web's workers): run as a unit (`kernel::unit::run`, what `Detached` services do),
+/// it finishes on its own task without a panic, and the pool serves every connection afterwards.
+/// Without it, dropping the query future on SQLite panics ("can call blocking only when running
+/// on the multi-threaded runtime").
 #[tokio::test(flavor = "current_thread")]
 async fn units_dropped_mid_query_finish_on_their_own_task() {
     for db in [Some(TestDb::sqlite().await), TestDb::postgres().await]
@@ -220,7 +221,7 @@ async fn units_dropped_mid_query_finish_on_their_own_task() {
                 .unwrap(),
         }
         let unit_pool = pool.clone();
-        let unit = kernel::db::run_detached(async move {
+        let unit = kernel::unit::run(async move {
             let mut pooled = unit_pool.get().await?;
             insert(&mut pooled.conn(), "waited")
                 .await

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
-use kernel::db::run_detached;
 use kernel::identity::{self, Access, need};
 use kernel::pagination::PageParams;
 use kernel::{ApiError, Role, Timestamp};
@@ -224,9 +223,10 @@ pub async fn checkout(
         cancel_url: body.cancel_url,
     };
     let email = user.user().map(|p| p.email.clone());
-    let (service, caller) = (state.service.clone(), caller(&user));
-    let session =
-        run_detached(async move { service.checkout(caller, email, request).await }).await?;
+    let session = state
+        .service
+        .checkout(caller(&user), email, request)
+        .await?;
     Ok(web::Json(CheckoutResponse {
         session_id: session.session_id,
         checkout_url: session.checkout_url,
@@ -249,10 +249,10 @@ pub async fn transactions(
 ) -> Result<web::Json<TransactionListResponse>, ApiError> {
     let page = page.into_inner().resolve()?;
     let status = query.into_inner().status.filter(|s| !s.is_empty());
-    let (service, caller) = (state.service.clone(), caller(&user));
-    let (rows, total) =
-        run_detached(async move { service.transactions(caller, status.as_deref(), page).await })
-            .await?;
+    let (rows, total) = state
+        .service
+        .transactions(caller(&user), status.as_deref(), page)
+        .await?;
     Ok(web::Json(TransactionListResponse {
         transactions: rows.into_iter().map(Into::into).collect(),
         total,
@@ -273,8 +273,10 @@ pub async fn transaction(
     state: web::Data<PaymentState>,
     id: web::Path<i64>,
 ) -> Result<web::Json<TransactionResponse>, ApiError> {
-    let (service, caller, id) = (state.service.clone(), caller(&user), id.into_inner());
-    let row = run_detached(async move { service.transaction(caller, id).await }).await?;
+    let row = state
+        .service
+        .transaction(caller(&user), id.into_inner())
+        .await?;
     Ok(web::Json(row.into()))
 }
 
@@ -301,10 +303,10 @@ pub async fn refund(
 ) -> Result<web::Json<TransactionResponse>, ApiError> {
     // No body at all refunds what is not yet refunded; a body that cannot be read is a 422.
     let body = body.0.unwrap_or_default();
-    let (service, caller, id) = (state.service.clone(), caller(&user), id.into_inner());
-    let row =
-        run_detached(async move { service.refund(caller, id, body.amount, body.reason).await })
-            .await?;
+    let row = state
+        .service
+        .refund(caller(&user), id.into_inner(), body.amount, body.reason)
+        .await?;
     Ok(web::Json(row.into()))
 }
 
@@ -321,9 +323,10 @@ pub async fn subscriptions(
     query: web::Query<StatusQuery>,
 ) -> Result<web::Json<SubscriptionListResponse>, ApiError> {
     let status = query.into_inner().status.filter(|s| !s.is_empty());
-    let (service, caller) = (state.service.clone(), caller(&user));
-    let rows =
-        run_detached(async move { service.subscriptions(caller, status.as_deref()).await }).await?;
+    let rows = state
+        .service
+        .subscriptions(caller(&user), status.as_deref())
+        .await?;
     Ok(web::Json(SubscriptionListResponse {
         total: rows.len(),
         subscriptions: rows.into_iter().map(Into::into).collect(),
@@ -346,8 +349,7 @@ pub async fn cancel(
     state: web::Data<PaymentState>,
     id: web::Path<i64>,
 ) -> Result<web::Json<SubscriptionResponse>, ApiError> {
-    let (service, caller, id) = (state.service.clone(), caller(&user), id.into_inner());
-    let row = run_detached(async move { service.cancel(caller, id).await }).await?;
+    let row = state.service.cancel(caller(&user), id.into_inner()).await?;
     Ok(web::Json(row.into()))
 }
 
@@ -364,9 +366,10 @@ pub async fn disputes(
     query: web::Query<StatusQuery>,
 ) -> Result<web::Json<DisputeListResponse>, ApiError> {
     let status = query.into_inner().status.filter(|s| !s.is_empty());
-    let (service, caller) = (state.service.clone(), caller(&user));
-    let rows =
-        run_detached(async move { service.disputes(caller, status.as_deref()).await }).await?;
+    let rows = state
+        .service
+        .disputes(caller(&user), status.as_deref())
+        .await?;
     Ok(web::Json(DisputeListResponse {
         total: rows.len(),
         disputes: rows.into_iter().map(Into::into).collect(),
@@ -385,8 +388,10 @@ pub async fn dispute(
     state: web::Data<PaymentState>,
     id: web::Path<i64>,
 ) -> Result<web::Json<DisputeResponse>, ApiError> {
-    let (service, caller, id) = (state.service.clone(), caller(&user), id.into_inner());
-    let row = run_detached(async move { service.dispute(caller, id).await }).await?;
+    let row = state
+        .service
+        .dispute(caller(&user), id.into_inner())
+        .await?;
     Ok(web::Json(row.into()))
 }
 
@@ -410,8 +415,7 @@ pub async fn summary(
     } else {
         caller(&user)
     };
-    let service = state.service.clone();
-    let summary = run_detached(async move { service.summary(scope).await }).await?;
+    let summary = state.service.summary(scope).await?;
     Ok(web::Json(StatusResponse {
         provider: "stripe".to_owned(),
         enabled: summary.enabled,
@@ -443,9 +447,7 @@ pub async fn webhook(
         .get("stripe-signature")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let service = state.service.clone();
-    let receipt =
-        run_detached(async move { service.webhook(signature.as_deref(), &body).await }).await?;
+    let receipt = state.service.webhook(signature.as_deref(), &body).await?;
     let mut answer = json!({"status": "processed", "event_type": receipt.event_type});
     if receipt.duplicate {
         answer["duplicate"] = json!(true);

@@ -26,6 +26,7 @@ use kernel::identity::Identity;
 use kernel::jobs::TaskDef;
 use kernel::module::{BuildModule, Deps, Module, ModuleError, Mounts};
 use kernel::plans::Entitlements;
+use kernel::unit::Detached;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub use config::PaymentConfig;
@@ -92,11 +93,13 @@ impl BuildModule for PaymentModule {
             deps.pool.clone(),
             config.plans.clone(),
         ));
-        let service: Arc<dyn PaymentService> = Arc::new(PaymentServiceImpl::new(
+        let inner: Arc<dyn PaymentService> = Arc::new(PaymentServiceImpl::new(
             deps.pool.clone(),
             config,
             deps.http.clone(),
         ));
+        // Every call of the handlers, the CLI and the cleanup task is a unit of work from here on.
+        let service: Arc<dyn PaymentService> = Arc::new(Detached::new(inner));
         Ok(PaymentModule {
             mounts: deps.mounts_or(Self::MOUNTS),
             state: web::Data::new(http::PaymentState {
@@ -110,7 +113,7 @@ impl BuildModule for PaymentModule {
 }
 
 impl PaymentModule {
-    /// The service: every operation of the module without HTTP.
+    /// The service: every operation of the module without HTTP, each call a unit of work.
     pub fn service(&self) -> Arc<dyn PaymentService> {
         self.service.clone()
     }

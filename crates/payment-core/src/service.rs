@@ -1,6 +1,8 @@
 //! The payment service: checkout through Stripe, the rows its signed events write, refunds,
 //! cancels, and the caller-scoped reads.
 
+mod detached;
+
 use chrono::NaiveDateTime;
 use kernel::pagination::Page;
 use kernel::{DbPool, FieldError, write_tx};

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use actix_web::{get, post, web};
 use kernel::ApiError;
 use kernel::Timestamp;
-use kernel::db::run_detached;
 use kernel::identity::{self, Access, AuthFailure};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -216,8 +215,10 @@ async fn prepare(
     message: Option<String>,
     conversation_id: Option<String>,
 ) -> Result<Turn, ApiError> {
-    let service = state.service.clone();
-    run_detached(async move { service.prepare(&caller, message, conversation_id).await }).await
+    Ok(state
+        .service
+        .prepare(&caller, message, conversation_id)
+        .await?)
 }
 
 #[utoipa::path(
@@ -248,8 +249,7 @@ pub async fn chat(
         body.conversation_id,
     )
     .await?;
-    let service = state.service.clone();
-    let reply = run_detached(async move { service.chat(turn).await }).await?;
+    let reply = state.service.chat(turn).await?;
     Ok(web::Json(ChatResponse {
         message_id: reply.message_id,
         content: reply.content,
@@ -276,8 +276,7 @@ pub async fn conversations(
     let query = query.into_inner();
     let user = caller(&user, query.user_id)?.id;
     let limit = usize::try_from(query.limit.unwrap_or(50)).unwrap_or(0);
-    let service = state.service.clone();
-    let heads = run_detached(async move { service.conversations(&user, limit).await }).await?;
+    let heads = state.service.conversations(&user, limit).await?;
     Ok(web::Json(
         heads.into_iter().map(ConversationSummary::from).collect(),
     ))
@@ -301,17 +300,14 @@ pub async fn conversation(
     query: web::Query<UserQuery>,
 ) -> Result<web::Json<ConversationDetail>, ApiError> {
     let user = caller(&user, query.into_inner().user_id)?.id;
-    let id = id.into_inner();
-    let service = state.service.clone();
-    let conversation = run_detached(async move { service.conversation(&user, &id).await }).await?;
+    let conversation = state.service.conversation(&user, &id).await?;
     Ok(web::Json(conversation.into()))
 }
 
 #[utoipa::path(tag = "ai", operation_id = "ai_health", responses((status = 200, body = HealthResponse)))]
 #[get("/health")]
 pub async fn health(state: web::Data<AiState>) -> Result<web::Json<HealthResponse>, ApiError> {
-    let service = state.service.clone();
-    let health = run_detached(async move { Ok::<_, ApiError>(service.health().await) }).await?;
+    let health = state.service.health().await?;
     let valid = health.validation_errors.is_empty();
     let status = match (valid, health.total_conversations) {
         (_, None) => "error",

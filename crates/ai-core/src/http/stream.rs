@@ -174,12 +174,7 @@ async fn relay(service: Arc<dyn AiService>, turn: Turn, tx: mpsc::Sender<sse::Ev
                 events.fail(detail).await;
             }
             // The provider spent tokens on what was streamed: they count, estimated.
-            let counted =
-                kernel::db::spawn_unit(async move { service.abandon(turn, &streamed).await }).await;
-            if let Err(e) = counted
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()))
-            {
+            if let Err(e) = service.abandon(turn, &streamed).await {
                 tracing::error!(error = %e, "the tokens of a broken-off reply could not be counted");
             }
             return;
@@ -187,14 +182,7 @@ async fn relay(service: Arc<dyn AiService>, turn: Turn, tx: mpsc::Sender<sse::Ev
     };
     let response_time_ms = turn.elapsed_ms();
     let (provider, model) = (turn.provider.clone(), turn.model.clone());
-    let stored = {
-        let (service, completion) = (service.clone(), completion.clone());
-        kernel::db::spawn_unit(async move { service.finish(turn, &completion).await }).await
-    };
-    if let Err(e) = stored
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()))
-    {
+    if let Err(e) = service.finish(turn, &completion).await {
         tracing::error!(error = %e, "a completed reply could not be stored");
         let detail = "AI service error: the reply could not be stored";
         events.fail(detail.to_owned()).await;

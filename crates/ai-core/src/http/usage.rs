@@ -8,7 +8,6 @@ use utoipa::ToSchema;
 
 use super::{AiState, UserQuery, caller};
 use crate::budget::Quota;
-use kernel::db::run_detached;
 
 /// The caller's budget today.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -64,7 +63,6 @@ pub async fn usage(
     query: web::Query<UserQuery>,
 ) -> Result<web::Json<UsageResponse>, ApiError> {
     let caller = caller(&user, query.into_inner().user_id)?;
-    let service = state.service.clone();
-    let quota = run_detached(async move { service.usage(&caller).await }).await?;
+    let quota = state.service.usage(&caller).await?;
     Ok(web::Json(quota.into()))
 }

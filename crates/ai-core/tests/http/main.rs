@@ -14,6 +14,7 @@ use provider_sim::{Fault, Provider, ProviderSim, SimConfig, SimHandle};
 use serde_json::{Value, json};
 
 mod budget;
+mod cancellation;
 mod reconnect;
 
 const TOKEN: &str = "token-of-user-7";

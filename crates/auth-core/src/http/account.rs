@@ -5,7 +5,6 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, post, web};
 use kernel::ApiError;
-use kernel::db::run_detached;
 use kernel::http::{Json, OptionalJson};
 use kernel::identity::{AuthFailure, bearer_token};
 use serde::{Deserialize, Serialize};
@@ -88,10 +87,9 @@ pub async fn request_verification(
     req: HttpRequest,
     body: OptionalJson<VerificationRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let service = state.service.clone();
     if bearer_token(&req).is_some() {
         let user = state.current_user(&req).await?;
-        run_detached(async move { service.request_verification(&user).await }).await?;
+        state.service.request_verification(&user).await?;
         return Ok(message(
             StatusCode::ACCEPTED,
             "A verification link has been sent",
@@ -101,7 +99,7 @@ pub async fn request_verification(
         return Err(AuthFailure::NotAuthenticated.into());
     };
     let [email] = required([("email", body.email)])?;
-    run_detached(async move { service.request_verification_for(&email).await }).await?;
+    state.service.request_verification_for(&email).await?;
     Ok(message(StatusCode::ACCEPTED, VERIFY_REQUESTED))
 }
 
@@ -122,8 +120,7 @@ pub async fn verify_email(
 ) -> Result<web::Json<UserResponse>, ApiError> {
     let [token] = required([("token", body.into_inner().token)])?;
     refuse_nul(&[("token", &token)])?;
-    let service = state.service.clone();
-    let user = run_detached(async move { service.verify_email(&token).await }).await?;
+    let user = state.service.verify_email(&token).await?;
     Ok(web::Json(user.into()))
 }
 
@@ -143,8 +140,7 @@ pub async fn forgot_password(
     body: Json<MailRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let [email] = required([("email", body.into_inner().email)])?;
-    let service = state.service.clone();
-    run_detached(async move { service.forgot_password(&email).await }).await?;
+    state.service.forgot_password(&email).await?;
     Ok(message(StatusCode::ACCEPTED, RESET_REQUESTED))
 }
 
@@ -166,7 +162,6 @@ pub async fn reset_password(
     let body = body.into_inner();
     let [token, password] = required([("token", body.token), ("password", body.password)])?;
     refuse_nul(&[("token", &token)])?;
-    let service = state.service.clone();
-    run_detached(async move { service.reset_password(&token, &password).await }).await?;
+    state.service.reset_password(&token, &password).await?;
     Ok(message(StatusCode::OK, "Password has been reset"))
 }

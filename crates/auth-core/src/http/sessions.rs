@@ -3,7 +3,6 @@
 use actix_web::http::header;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, post, web};
 use kernel::ApiError;
-use kernel::db::run_detached;
 use kernel::identity::{AuthFailure, bearer_token};
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -51,8 +50,7 @@ pub async fn refresh(
         oauth::check_refresh_grant_type(form.grant_type.as_deref())?;
         let [token] = required([("refresh_token", form.refresh_token)])?;
         refuse_nul(&[("refresh_token", &token)])?;
-        let service = state.service.clone();
-        run_detached(async move { service.refresh(&token).await }).await
+        Ok(state.service.refresh(&token).await?)
     }
     .await;
     result.map(token_answer).map_err(oauth::with_oauth_fields)
@@ -92,18 +90,17 @@ pub async fn logout(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let body = read_optional_body(&req, payload).await?.unwrap_or_default();
-    let service = state.service.clone();
     match body.refresh_token {
         Some(token) => {
             refuse_nul(&[("refresh_token", &token)])?;
-            run_detached(async move { service.logout(Logout::Session(&token)).await }).await?;
+            state.service.logout(Logout::Session(token)).await?;
         }
         None => {
             if bearer_token(&req).is_none() {
                 return Err(AuthFailure::NotAuthenticated.into());
             }
             let user = state.current_user(&req).await?;
-            run_detached(async move { service.logout(Logout::Everywhere(user.id)).await }).await?;
+            state.service.logout(Logout::Everywhere(user.id)).await?;
         }
     }
     Ok(HttpResponse::NoContent()

@@ -13,10 +13,10 @@ use crate::store::{self};
 use crate::tokens::{hash_opaque, looks_opaque, new_opaque};
 
 /// What a sign-out ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Logout<'a> {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Logout {
     /// The session of this refresh token (its family); an unknown token ends nothing.
-    Session(&'a str),
+    Session(String),
     /// Every session of this user: every refresh token, and the access tokens issued so far.
     Everywhere(i64),
 }
@@ -157,14 +157,14 @@ impl AuthServiceImpl {
     }
 
     /// Ends one session or every session of a user.
-    pub(super) async fn end_sessions(&self, what: Logout<'_>) -> Result<(), AuthError> {
+    pub(super) async fn end_sessions(&self, what: Logout) -> Result<(), AuthError> {
         let now = kernel::time::now();
         match what {
             Logout::Session(token) => {
-                if !looks_opaque(token) {
+                if !looks_opaque(&token) {
                     return Ok(());
                 }
-                let hash = hash_opaque(token);
+                let hash = hash_opaque(&token);
                 write_tx!(&self.pool, AuthError, |tx| {
                     if let Some(row) = tokens::find_refresh(tx, &hash).await? {
                         tokens::revoke_family(tx, &row.family, now).await?;

@@ -11,6 +11,7 @@ use kernel::{DbPool, Role};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+mod cancellation;
 mod lifecycle;
 mod oauth;
 mod reset;

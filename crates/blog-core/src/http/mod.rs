@@ -31,8 +31,8 @@ pub struct BlogState {
 }
 
 /// The public answer for `key`: from the cache when fresh, else `produce`d (by one request when
-/// several miss at once) and kept. `produce` runs as a unit of work (`run_detached`) and yields
-/// the JSON body.
+/// several miss at once) and kept. `produce` runs as one unit of work
+/// (`ReadCache::get_or_load_unit`), the service calls in it inline, and yields the JSON body.
 pub(crate) async fn cached_body<F>(
     state: &BlogState,
     key: String,
@@ -41,10 +41,7 @@ pub(crate) async fn cached_body<F>(
 where
     F: Future<Output = Result<web::Bytes, ApiError>> + Send + 'static,
 {
-    let body = state
-        .public
-        .get_or_load(key, || kernel::db::run_detached(produce))
-        .await?;
+    let body = state.public.get_or_load_unit(key, produce).await?;
     Ok(json_response(body))
 }
 

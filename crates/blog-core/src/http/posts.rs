@@ -1,7 +1,6 @@
 //! Posts: the public list and page, the editor list, create, update, publish, archive, delete.
 
 use actix_web::{HttpResponse, delete, get, post, put, web};
-use kernel::db::run_detached;
 use kernel::pagination::PageParams;
 use kernel::{ApiError, FieldError};
 
@@ -122,10 +121,8 @@ pub async fn admin_list_posts(
     }
     .resolve()?;
     let status = parse_status("status", query.status.as_deref())?;
-    let service = state.service.clone();
-    let tag = tag_filter(&query.tag).map(str::to_owned);
-    let posts =
-        run_detached(async move { service.list_all(page, status, tag.as_deref()).await }).await?;
+    let tag = tag_filter(&query.tag);
+    let posts = state.service.list_all(page, status, tag).await?;
     Ok(web::Json(list_response(posts, page.page, page.page_size)))
 }
 
@@ -147,9 +144,10 @@ pub async fn create_post(
     state: web::Data<BlogState>,
     body: kernel::http::Json<BlogPostCreate>,
 ) -> Result<HttpResponse, ApiError> {
-    let service = state.service.clone();
-    let (author, input) = (editor.0, body.into_inner().into());
-    let post = run_detached(async move { service.create_post(&author, input).await }).await?;
+    let post = state
+        .service
+        .create_post(&editor.0, body.into_inner().into())
+        .await?;
     Ok(HttpResponse::Created().json(BlogPostResponse::from(post)))
 }
 
@@ -174,9 +172,8 @@ pub async fn update_post(
     path: web::Path<i64>,
     body: kernel::http::Json<BlogPostUpdate>,
 ) -> Result<web::Json<BlogPostResponse>, ApiError> {
-    let service = state.service.clone();
     let (id, patch) = (path.into_inner(), body.into_inner().into());
-    let post = run_detached(async move { service.update_post(id, patch).await }).await?;
+    let post = state.service.update_post(id, patch).await?;
     Ok(web::Json(post.into()))
 }
 
@@ -197,9 +194,7 @@ pub async fn publish_post(
     state: web::Data<BlogState>,
     path: web::Path<i64>,
 ) -> Result<web::Json<BlogPostResponse>, ApiError> {
-    let service = state.service.clone();
-    let id = path.into_inner();
-    let post = run_detached(async move { service.publish_post(id).await }).await?;
+    let post = state.service.publish_post(path.into_inner()).await?;
     Ok(web::Json(post.into()))
 }
 
@@ -220,9 +215,7 @@ pub async fn archive_post(
     state: web::Data<BlogState>,
     path: web::Path<i64>,
 ) -> Result<web::Json<BlogPostResponse>, ApiError> {
-    let service = state.service.clone();
-    let id = path.into_inner();
-    let post = run_detached(async move { service.archive_post(id).await }).await?;
+    let post = state.service.archive_post(path.into_inner()).await?;
     Ok(web::Json(post.into()))
 }
 
@@ -243,8 +236,6 @@ pub async fn delete_post(
     state: web::Data<BlogState>,
     path: web::Path<i64>,
 ) -> Result<HttpResponse, ApiError> {
-    let service = state.service.clone();
-    let id = path.into_inner();
-    run_detached(async move { service.delete_post(id).await }).await?;
+    state.service.delete_post(path.into_inner()).await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -2,7 +2,6 @@
 
 use actix_web::{HttpResponse, delete, get, post, put, web};
 use kernel::ApiError;
-use kernel::db::run_detached;
 
 use super::dto::{BlogTagCreate, BlogTagListResponse, BlogTagResponse, BlogTagUpdate};
 use super::{BlogState, Editor, cached_json};
@@ -45,9 +44,7 @@ pub async fn create_tag(
     state: web::Data<BlogState>,
     body: kernel::http::Json<BlogTagCreate>,
 ) -> Result<HttpResponse, ApiError> {
-    let service = state.service.clone();
-    let input = body.into_inner().into();
-    let tag = run_detached(async move { service.create_tag(input).await }).await?;
+    let tag = state.service.create_tag(body.into_inner().into()).await?;
     Ok(HttpResponse::Created().json(BlogTagResponse::from(tag)))
 }
 
@@ -72,9 +69,8 @@ pub async fn update_tag(
     path: web::Path<i64>,
     body: kernel::http::Json<BlogTagUpdate>,
 ) -> Result<web::Json<BlogTagResponse>, ApiError> {
-    let service = state.service.clone();
     let (id, patch) = (path.into_inner(), body.into_inner().into());
-    let tag = run_detached(async move { service.update_tag(id, patch).await }).await?;
+    let tag = state.service.update_tag(id, patch).await?;
     Ok(web::Json(tag.into()))
 }
 
@@ -95,8 +91,6 @@ pub async fn delete_tag(
     state: web::Data<BlogState>,
     path: web::Path<i64>,
 ) -> Result<HttpResponse, ApiError> {
-    let service = state.service.clone();
-    let id = path.into_inner();
-    run_detached(async move { service.delete_tag(id).await }).await?;
+    state.service.delete_tag(path.into_inner()).await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -8,8 +8,8 @@ use actix_web::http::header::{
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use futures_util::StreamExt;
-use kernel::db::run_detached;
 use kernel::{ApiError, FieldError};
+use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 
 use super::dto::{ExportQuery, ImportQuery, ImportUpload};
@@ -61,9 +61,10 @@ pub async fn export(
         })?,
     };
     let status = parse_status("status_filter", query.status_filter.as_deref())?;
-    let service = state.service.clone();
-    let export =
-        run_detached(async move { service.export(ExportOptions { format, status }).await }).await?;
+    let export = state
+        .service
+        .export(ExportOptions { format, status })
+        .await?;
     let disposition = ContentDisposition {
         disposition: DispositionType::Attachment,
         parameters: vec![DispositionParam::Filename(export.file_name().to_owned())],
@@ -207,13 +208,12 @@ pub async fn import(
         on_conflict,
         author: editor.0,
         progress: None,
-    };
-    let service = state.service.clone();
-    let result = run_detached(async move {
         // The slot stays taken until the import itself is done, even if the client leaves.
-        let _running = running;
-        service.import_bytes(&file_name, bytes, options).await
-    })
-    .await?;
+        slot: Some(Arc::new(running)),
+    };
+    let result = state
+        .service
+        .import_bytes(&file_name, bytes, options)
+        .await?;
     Ok(web::Json(result))
 }

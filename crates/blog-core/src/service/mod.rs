@@ -2,6 +2,7 @@
 //! Transactions live here. The trait and the shared types are here; the work is split by
 //! resource: [`posts`], [`tags`], and [`transfer`] (export and import).
 
+mod detached;
 mod posts;
 mod tags;
 mod transfer;

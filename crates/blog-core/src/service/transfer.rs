@@ -73,6 +73,9 @@ pub struct ImportOptions {
     /// no author.
     pub author: Author,
     pub progress: Option<ProgressFn>,
+    /// A slot of a limit on imports at once (the HTTP upload's), held until this import is
+    /// done, even when its caller has left: the import still holds its upload in memory.
+    pub slot: Option<Arc<tokio::sync::OwnedSemaphorePermit>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -581,6 +581,7 @@ async fn export_and_import_without_http(db: TestDb) {
         progress: Some(Arc::new(move |p| {
             hook.lock().unwrap().push((p.processed, p.total))
         })),
+        slot: None,
     };
     let result = fresh
         .module

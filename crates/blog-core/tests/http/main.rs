@@ -57,19 +57,26 @@ impl Authenticator for StubAuthenticator {
 struct Ctx {
     server: TestServer,
     module: Arc<BlogModule>,
+    /// The module's pool.
+    pool: kernel::DbPool,
     db: TestDb,
 }
 
 async fn start(db: TestDb, config: BlogConfig, auth: bool) -> Ctx {
     let pool = db.migrated_pool(&[blog_core::MIGRATIONS]).await;
-    let mut deps = Deps::new(pool).unwrap();
+    let mut deps = Deps::new(pool.clone()).unwrap();
     deps.read_cache = db.read_cache;
     if auth {
         deps = deps.with_authenticator(Arc::new(StubAuthenticator));
     }
     let module = Arc::new(BlogModule::build(config, &deps).await.unwrap());
     let server = spawn_modules(vec![module.clone()]);
-    Ctx { server, module, db }
+    Ctx {
+        server,
+        module,
+        pool,
+        db,
+    }
 }
 
 /// The default set-up: auth mounted, `BLOG_PROTECTION` unset (so `basic`).

@@ -62,6 +62,10 @@ pub enum DbError {
     Migration(String),
     #[error(transparent)]
     Query(#[from] QueryError),
+    /// A unit of work that did not finish: it panicked, or its runtime shut down (see
+    /// [`crate::unit`]). A 500, never a 503: retrying would not help.
+    #[error("unit of work failed: {0}")]
+    Unit(String),
 }
 
 impl From<diesel_async::pooled_connection::deadpool::PoolError> for DbError {
@@ -353,11 +357,18 @@ impl DbPool {
 /// yields its thread meanwhile. A [`write_tx!`](crate::write_tx) body must await database work
 /// only: its statements then run in one poll, so no transaction holds SQLite's write lock while
 /// its unit waits for a thread.
+///
+/// Modules do not call this: their services are wrapped once in [`crate::unit::Detached`],
+/// which starts a unit for each call made outside one and runs calls made inside one inline.
+/// Spawn a unit by hand only for work nobody waits for (a mail sent in the background).
 pub fn spawn_unit<F>(work: F) -> tokio::task::JoinHandle<F::Output>
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    // Marked for its whole run, so that service calls made inside it run inline
+    // (`kernel::unit::run`) instead of starting a unit of their own.
+    let work = crate::unit::mark(work);
     match UNIT_RUNTIME.get() {
         Some(units) => units.spawn(work),
         None => tokio::spawn(work),
@@ -396,23 +407,6 @@ fn start_unit_runtime(pool_size: usize) -> Result<(), DbError> {
         runtime.shutdown_background();
     }
     Ok(())
-}
-
-/// Runs `work` with [`spawn_unit`] and waits for it, mapping its error into an [`ApiError`](crate::ApiError).
-/// Handlers call services through this.
-pub async fn run_detached<T, E>(
-    work: impl std::future::Future<Output = Result<T, E>> + Send + 'static,
-) -> Result<T, crate::ApiError>
-where
-    T: Send + 'static,
-    E: Into<crate::ApiError> + Send + 'static,
-{
-    match spawn_unit(work).await {
-        Ok(result) => result.map_err(Into::into),
-        Err(e) => Err(crate::ApiError::internal(format!(
-            "unit of work failed: {e}"
-        ))),
-    }
 }
 
 /// Applies the pending migrations of each set, in order. On PostgreSQL this holds an advisory

@@ -13,6 +13,7 @@ use provider_sim::{DeliveryOptions, Outcome, ProviderSim, SimConfig, SimHandle};
 use serde_json::{Value, json};
 
 mod access;
+mod cancellation;
 mod plans;
 
 const ALICE: &str = "alice-token";

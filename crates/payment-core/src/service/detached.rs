@@ -1,0 +1,127 @@
+//! The service as the module hands it out (to its handlers, its CLI and its cleanup task):
+//! every call a unit of work ([`Detached`]), so that a request dropped mid-call (the client went
+//! away) cannot leave a Stripe call made but its row not written, or a webhook's event applied
+//! but not recorded. Each method copies its borrowed arguments and forwards to the wrapped
+//! service; a method added to [`PaymentService`] without a line here does not compile.
+
+use kernel::pagination::Page;
+use kernel::unit::Detached;
+
+use super::{Caller, Checkout, CheckoutRequest, PaymentService, Summary, WebhookReceipt};
+use crate::config::PaymentConfig;
+use crate::error::PaymentError;
+use crate::store::{DisputeRow, SubscriptionRow, TransactionRow};
+
+#[async_trait::async_trait]
+impl PaymentService for Detached<dyn PaymentService> {
+    /// A setting: no unit.
+    fn config(&self) -> &PaymentConfig {
+        self.inner().config()
+    }
+
+    async fn checkout(
+        &self,
+        caller: Caller,
+        email: Option<String>,
+        request: CheckoutRequest,
+    ) -> Result<Checkout, PaymentError> {
+        self.run(move |s| async move { s.checkout(caller, email, request).await })
+            .await
+    }
+
+    async fn webhook(
+        &self,
+        signature_header: Option<&str>,
+        body: &[u8],
+    ) -> Result<WebhookReceipt, PaymentError> {
+        let signature = signature_header.map(str::to_owned);
+        let body = body.to_vec();
+        self.run(move |s| async move { s.webhook(signature.as_deref(), &body).await })
+            .await
+    }
+
+    async fn replay(
+        &self,
+        signature_header: Option<&str>,
+        body: &[u8],
+        trust: bool,
+    ) -> Result<WebhookReceipt, PaymentError> {
+        let signature = signature_header.map(str::to_owned);
+        let body = body.to_vec();
+        self.run(move |s| async move { s.replay(signature.as_deref(), &body, trust).await })
+            .await
+    }
+
+    async fn user_by_email(&self, email: &str) -> Result<Option<i64>, PaymentError> {
+        let email = email.to_owned();
+        self.run(move |s| async move { s.user_by_email(&email).await })
+            .await
+    }
+
+    async fn transactions(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+        page: Page,
+    ) -> Result<(Vec<TransactionRow>, i64), PaymentError> {
+        let status = status.map(str::to_owned);
+        self.run(move |s| async move { s.transactions(caller, status.as_deref(), page).await })
+            .await
+    }
+
+    async fn transaction(&self, caller: Caller, id: i64) -> Result<TransactionRow, PaymentError> {
+        self.run(move |s| async move { s.transaction(caller, id).await })
+            .await
+    }
+
+    async fn refund(
+        &self,
+        caller: Caller,
+        id: i64,
+        amount: Option<i64>,
+        reason: Option<String>,
+    ) -> Result<TransactionRow, PaymentError> {
+        self.run(move |s| async move { s.refund(caller, id, amount, reason).await })
+            .await
+    }
+
+    async fn subscriptions(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+    ) -> Result<Vec<SubscriptionRow>, PaymentError> {
+        let status = status.map(str::to_owned);
+        self.run(move |s| async move { s.subscriptions(caller, status.as_deref()).await })
+            .await
+    }
+
+    async fn cancel(&self, caller: Caller, id: i64) -> Result<SubscriptionRow, PaymentError> {
+        self.run(move |s| async move { s.cancel(caller, id).await })
+            .await
+    }
+
+    async fn disputes(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+    ) -> Result<Vec<DisputeRow>, PaymentError> {
+        let status = status.map(str::to_owned);
+        self.run(move |s| async move { s.disputes(caller, status.as_deref()).await })
+            .await
+    }
+
+    async fn dispute(&self, caller: Caller, id: i64) -> Result<DisputeRow, PaymentError> {
+        self.run(move |s| async move { s.dispute(caller, id).await })
+            .await
+    }
+
+    async fn summary(&self, caller: Caller) -> Result<Summary, PaymentError> {
+        self.run(move |s| async move { s.summary(caller).await })
+            .await
+    }
+
+    async fn forget_old_events(&self) -> Result<usize, PaymentError> {
+        self.run(move |s| async move { s.forget_old_events().await })
+            .await
+    }
+}
