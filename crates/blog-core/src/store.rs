@@ -13,6 +13,8 @@ use crate::domain::post::PostStatus;
 use crate::domain::view::{PostFields, shown_excerpt};
 use crate::schema::{blog_post_counts, blog_post_tags, blog_posts, blog_tags};
 
+pub mod bulk;
+
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = blog_posts)]
 pub struct PostRow {
@@ -583,20 +585,6 @@ pub async fn find_tag_by_slug(conn: &mut DbConn<'_>, slug: &str) -> QueryResult<
     with_conn!(conn, |c| {
         blog_tags::table
             .filter(blog_tags::slug.eq(slug))
-            .select(TagRow::as_select())
-            .first(c)
-            .await
-            .optional()
-    })
-}
-
-pub async fn find_tag_by_name_key(
-    conn: &mut DbConn<'_>,
-    name_key: &str,
-) -> QueryResult<Option<TagRow>> {
-    with_conn!(conn, |c| {
-        blog_tags::table
-            .filter(blog_tags::name_key.eq(name_key))
             .select(TagRow::as_select())
             .first(c)
             .await

@@ -2,12 +2,14 @@
 //! import (files parsed off the executor, written in chunks or one all-or-nothing transaction).
 
 use super::*;
+use crate::domain::frontmatter::IncomingTag;
+use crate::store::{PostTagRow, bulk};
 
 /// Posts read from the database per round trip while exporting.
 const EXPORT_BATCH: i64 = 200;
 /// Imported posts written per transaction (except under `on_conflict=fail`, where the whole
-/// batch is one transaction).
-const IMPORT_CHUNK: usize = 100;
+/// batch is one transaction), each chunk with a few multi-row statements.
+const IMPORT_CHUNK: usize = bulk::ROWS_PER_STATEMENT;
 
 /// What an import did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -183,20 +185,15 @@ impl BlogServiceImpl {
         if run.options.on_conflict == OnConflict::Fail {
             let run = &mut run;
             write_tx!(&self.pool, BlogError, |tx| {
-                for item in &items {
-                    run.store(tx, item).await?;
+                for chunk in items.chunks(IMPORT_CHUNK) {
+                    run.store_chunk(tx, chunk).await?;
                 }
                 Ok(())
             })?;
         } else {
             for chunk in items.chunks(IMPORT_CHUNK) {
                 let run = &mut run;
-                write_tx!(&self.pool, BlogError, |tx| {
-                    for item in chunk {
-                        run.store(tx, item).await?;
-                    }
-                    Ok(())
-                })?;
+                write_tx!(&self.pool, BlogError, |tx| run.store_chunk(tx, chunk).await)?;
             }
         }
         Ok(run.result)
@@ -300,14 +297,8 @@ impl ImportRun {
         });
     }
 
-    async fn store(&mut self, tx: &mut DbConn<'_>, item: &ParsedItem) -> Result<(), BlogError> {
-        let outcome = match &item.post {
-            Err(e) => {
-                self.fail(&item.file, &e.slug, e.message.clone());
-                Ok(())
-            }
-            Ok(post) => self.store_post(tx, &item.file, post).await,
-        };
+    /// Counts one item handled and reports the progress.
+    fn handled(&mut self) {
         self.processed += 1;
         if let Some(progress) = &self.options.progress {
             progress(ImportProgress {
@@ -315,108 +306,212 @@ impl ImportRun {
                 total: self.total,
             });
         }
-        outcome
     }
 
-    async fn store_post(
+    /// Stores one chunk of items, in order, inside the caller's transaction, with a few
+    /// statements for the whole chunk: the stored posts of its slugs are read at once, its tags
+    /// resolved (and the missing ones created) at once, and its new posts and their links
+    /// inserted at once. What it does is what storing the items one by one would do: a slug met
+    /// twice is judged against the post its first item made.
+    async fn store_chunk(
         &mut self,
         tx: &mut DbConn<'_>,
-        file: &str,
-        post: &IncomingPost,
+        items: &[ParsedItem],
     ) -> Result<(), BlogError> {
-        let existing = store::find_post_by_slug(tx, &post.slug).await?;
-        let post_id = match (existing, self.options.on_conflict) {
-            (Some(_), OnConflict::Skip) => {
-                self.result.skipped += 1;
-                return Ok(());
-            }
-            (Some(_), OnConflict::Fail) => {
-                let message = format!("Post slug already exists: {}", post.slug);
-                self.fail(file, &post.slug, message);
-                return Err(BlogError::ImportConflict {
-                    slug: post.slug.clone(),
-                    result: Box::new(self.result.clone()),
-                });
-            }
-            (Some(row), OnConflict::Overwrite) => {
-                let changes = PostChanges {
-                    title: Some(&post.title),
-                    slug: Some(&post.slug),
-                    excerpt: Some(post.excerpt.as_deref()),
-                    content: Some(&post.content),
-                    status: Some(post.status.as_str()),
-                    author_name: post.author_name.as_deref().map(Some),
-                    seo_title: Some(post.seo_title.as_deref()),
-                    seo_description: Some(post.seo_description.as_deref()),
-                    hero_image_url: Some(post.hero_image_url.as_deref()),
-                    created_at: post.created_at,
-                    updated_at: Some(post.updated_at.unwrap_or(self.now)),
-                    published_at: Some(post.published_at),
-                    content_html: Some(&post.rendered.html),
-                    derived_excerpt: Some(&post.rendered.excerpt),
-                };
-                store::update_post(tx, row.id, &changes).await?;
-                self.result.updated += 1;
-                row.id
-            }
-            (None, _) => {
-                let author_name =
-                    post.author_name
-                        .as_deref()
-                        .or(self.options.author.name.as_deref());
-                let new = NewPostRow {
-                    title: &post.title,
-                    slug: &post.slug,
-                    excerpt: post.excerpt.as_deref(),
-                    content: &post.content,
-                    status: post.status.as_str(),
-                    author_id: self.options.author.id,
-                    author_name,
-                    seo_title: post.seo_title.as_deref(),
-                    seo_description: post.seo_description.as_deref(),
-                    hero_image_url: post.hero_image_url.as_deref(),
-                    created_at: post.created_at.unwrap_or(self.now),
-                    updated_at: post.updated_at.unwrap_or(self.now),
-                    published_at: post.published_at,
-                    content_html: &post.rendered.html,
-                    derived_excerpt: &post.rendered.excerpt,
-                };
-                let row = store::insert_post(tx, &new).await?;
-                self.result.created += 1;
-                row.id
-            }
-        };
-        let mut tag_ids = Vec::with_capacity(post.tags.len());
-        for tag in &post.tags {
-            let id = match self.tags.get(&tag.slug) {
-                Some(id) => *id,
-                None => {
-                    let key = tag_name_key(&tag.name);
-                    let found = match store::find_tag_by_slug(tx, &tag.slug).await? {
-                        Some(t) => Some(t),
-                        None => store::find_tag_by_name_key(tx, &key).await?,
-                    };
-                    let id = match found {
-                        Some(t) => t.id,
-                        None => {
-                            let new = NewTagRow {
-                                name: &tag.name,
-                                name_key: &key,
-                                slug: &tag.slug,
-                                created_at: self.now,
-                            };
-                            store::insert_tag(tx, &new).await?.id
-                        }
-                    };
-                    self.tags.insert(tag.slug.clone(), id);
-                    id
+        let slugs: Vec<&str> = items
+            .iter()
+            .filter_map(|i| i.post.as_ref().ok())
+            .map(|p| p.slug.as_str())
+            .collect();
+        let mut stored: HashMap<String, i64> = bulk::posts_by_slugs(tx, &slugs)
+            .await?
+            .into_iter()
+            .map(|row| (row.slug, row.id))
+            .collect();
+        self.resolve_tags(tx, items).await?;
+        let mut pending: Vec<&IncomingPost> = Vec::new();
+        for item in items {
+            let post = match &item.post {
+                Err(e) => {
+                    self.fail(&item.file, &e.slug, e.message.clone());
+                    self.handled();
+                    continue;
                 }
+                Ok(post) => post,
             };
-            if !tag_ids.contains(&id) {
-                tag_ids.push(id);
+            if pending.iter().any(|p| p.slug == post.slug) {
+                self.insert_pending(tx, &mut pending, &mut stored).await?;
+            }
+            match (stored.get(&post.slug), self.options.on_conflict) {
+                (Some(_), OnConflict::Skip) => self.result.skipped += 1,
+                (Some(_), OnConflict::Fail) => {
+                    let message = format!("Post slug already exists: {}", post.slug);
+                    self.fail(&item.file, &post.slug, message);
+                    return Err(BlogError::ImportConflict {
+                        slug: post.slug.clone(),
+                        result: Box::new(self.result.clone()),
+                    });
+                }
+                (Some(&id), OnConflict::Overwrite) => {
+                    self.overwrite(tx, id, post).await?;
+                    self.result.updated += 1;
+                }
+                (None, _) => {
+                    // Counted now (inserted with the chunk's others), as the result so far of
+                    // a batch that a later conflict stops shows it.
+                    pending.push(post);
+                    self.result.created += 1;
+                }
+            }
+            self.handled();
+        }
+        self.insert_pending(tx, &mut pending, &mut stored).await
+    }
+
+    /// The ids of `post`'s tags, in its order, once each (resolved by [`Self::resolve_tags`]).
+    fn tag_ids(&self, post: &IncomingPost) -> Vec<i64> {
+        let mut ids = Vec::with_capacity(post.tags.len());
+        for id in post.tags.iter().filter_map(|t| self.tags.get(&t.slug)) {
+            if !ids.contains(id) {
+                ids.push(*id);
             }
         }
-        store::set_post_tags(tx, post_id, &tag_ids).await?;
+        ids
+    }
+
+    /// Finds or creates every tag the chunk's posts name that this import has not met yet: by
+    /// slug, else by name (case and surrounding spaces aside), else a new tag; two new tags of
+    /// one name become one.
+    async fn resolve_tags(
+        &mut self,
+        tx: &mut DbConn<'_>,
+        items: &[ParsedItem],
+    ) -> Result<(), BlogError> {
+        let mut wanted: Vec<&IncomingTag> = Vec::new();
+        let tags = items
+            .iter()
+            .filter_map(|i| i.post.as_ref().ok())
+            .flat_map(|p| &p.tags);
+        for tag in tags {
+            if !self.tags.contains_key(&tag.slug) && !wanted.iter().any(|w| w.slug == tag.slug) {
+                wanted.push(tag);
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let slugs: Vec<String> = wanted.iter().map(|t| t.slug.clone()).collect();
+        for row in store::tags_by_slugs(tx, &slugs).await? {
+            self.tags.insert(row.slug, row.id);
+        }
+        wanted.retain(|t| !self.tags.contains_key(&t.slug));
+        let keys: Vec<String> = wanted.iter().map(|t| tag_name_key(&t.name)).collect();
+        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let mut by_key: HashMap<String, i64> = bulk::tags_by_name_keys(tx, &key_refs)
+            .await?
+            .into_iter()
+            .map(|row| (row.name_key, row.id))
+            .collect();
+        // The first tag of each name still missing is created; the others of its name join it.
+        let mut new_rows = Vec::new();
+        for (tag, key) in wanted.iter().zip(&keys) {
+            if !by_key.contains_key(key) && !new_rows.iter().any(|n: &NewTagRow| n.name_key == key)
+            {
+                new_rows.push(NewTagRow {
+                    name: &tag.name,
+                    name_key: key,
+                    slug: &tag.slug,
+                    created_at: self.now,
+                });
+            }
+        }
+        for row in bulk::insert_tags(tx, &new_rows).await? {
+            by_key.insert(row.name_key, row.id);
+        }
+        for (tag, key) in wanted.iter().zip(&keys) {
+            if let Some(id) = by_key.get(key) {
+                self.tags.insert(tag.slug.clone(), *id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Inserts the posts waiting in `pending` and their links, and records their ids in `stored`.
+    async fn insert_pending(
+        &self,
+        tx: &mut DbConn<'_>,
+        pending: &mut Vec<&IncomingPost>,
+        stored: &mut HashMap<String, i64>,
+    ) -> Result<(), BlogError> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<NewPostRow> = pending.iter().map(|post| self.new_row(post)).collect();
+        let tag_ids: Vec<Vec<i64>> = pending.iter().map(|post| self.tag_ids(post)).collect();
+        let ids = bulk::insert_posts(tx, &rows, &tag_ids).await?;
+        let mut links = Vec::new();
+        for ((id, slug), tags) in ids.into_iter().zip(&tag_ids) {
+            links.extend(tags.iter().map(|&tag_id| PostTagRow {
+                post_id: id,
+                tag_id,
+            }));
+            stored.insert(slug, id);
+        }
+        bulk::insert_links(tx, &links).await?;
+        pending.clear();
+        Ok(())
+    }
+
+    /// The row of a new post.
+    fn new_row<'a>(&'a self, post: &'a IncomingPost) -> NewPostRow<'a> {
+        NewPostRow {
+            title: &post.title,
+            slug: &post.slug,
+            excerpt: post.excerpt.as_deref(),
+            content: &post.content,
+            status: post.status.as_str(),
+            author_id: self.options.author.id,
+            author_name: post
+                .author_name
+                .as_deref()
+                .or(self.options.author.name.as_deref()),
+            seo_title: post.seo_title.as_deref(),
+            seo_description: post.seo_description.as_deref(),
+            hero_image_url: post.hero_image_url.as_deref(),
+            created_at: post.created_at.unwrap_or(self.now),
+            updated_at: post.updated_at.unwrap_or(self.now),
+            published_at: post.published_at,
+            content_html: &post.rendered.html,
+            derived_excerpt: &post.rendered.excerpt,
+        }
+    }
+
+    /// Replaces every field of stored post `id` (author and created_at only when given) and its
+    /// tags.
+    async fn overwrite(
+        &self,
+        tx: &mut DbConn<'_>,
+        id: i64,
+        post: &IncomingPost,
+    ) -> Result<(), BlogError> {
+        let changes = PostChanges {
+            title: Some(&post.title),
+            slug: Some(&post.slug),
+            excerpt: Some(post.excerpt.as_deref()),
+            content: Some(&post.content),
+            status: Some(post.status.as_str()),
+            author_name: post.author_name.as_deref().map(Some),
+            seo_title: Some(post.seo_title.as_deref()),
+            seo_description: Some(post.seo_description.as_deref()),
+            hero_image_url: Some(post.hero_image_url.as_deref()),
+            created_at: post.created_at,
+            updated_at: Some(post.updated_at.unwrap_or(self.now)),
+            published_at: Some(post.published_at),
+            content_html: Some(&post.rendered.html),
+            derived_excerpt: Some(&post.rendered.excerpt),
+        };
+        store::update_post(tx, id, &changes).await?;
+        store::set_post_tags(tx, id, &self.tag_ids(post)).await?;
         Ok(())
     }
 }

@@ -301,6 +301,7 @@ fn unzip(bytes: &[u8]) -> Vec<(String, String)> {
 mod cancellation;
 mod export;
 mod import;
+mod import_bulk;
 mod lists;
 mod nul;
 mod posts;
