@@ -23,7 +23,7 @@ use crate::service::{AccessToken, AuthService, Registration, User, UserPatch};
 /// What the handlers share.
 pub struct AuthState {
     pub service: Arc<dyn AuthService>,
-    /// Whether rate limits are on (then the peer address is passed to the service).
+    /// Whether rate limits are on (then the client address is passed to the service).
     pub rate_limit: bool,
     /// The users' plans for `/me`, when a module provides them (payment).
     pub entitlements: kernel::capability::Late<dyn kernel::plans::Entitlements>,
@@ -32,7 +32,7 @@ pub struct AuthState {
 impl AuthState {
     fn client_ip(&self, req: &HttpRequest) -> Option<String> {
         self.rate_limit
-            .then(|| req.peer_addr().map(|a| a.ip().to_string()))
+            .then(|| kernel::client_addr::client_ip(req).map(|ip| ip.to_string()))
             .flatten()
     }
 

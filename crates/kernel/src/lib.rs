@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod capability;
+pub mod client_addr;
 pub mod config;
 pub mod crypto;
 pub mod db;
