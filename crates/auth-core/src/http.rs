@@ -150,12 +150,12 @@ fn token_answer(pair: AccessToken) -> HttpResponse {
         })
 }
 
-/// An error of the token endpoint: the spec's `detail`, and RFC 6749 §5.2's `error` and
+/// An error of the token endpoint: the `detail` every error carries, and RFC 6749 §5.2's `error` and
 /// `error_description` for OAuth 2.0 clients.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[schema(as = auth::TokenError)]
 pub struct TokenError {
-    /// The spec's text (`Incorrect email or password`, `Inactive user`), or the failing fields.
+    /// The error's text (`Incorrect email or password`, `Inactive user`), or the failing fields.
     #[schema(value_type = kernel::openapi::ErrorDetail)]
     pub detail: serde_json::Value,
     /// `invalid_request`, `invalid_grant`, `unsupported_grant_type`, `temporarily_unavailable`
