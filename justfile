@@ -25,6 +25,12 @@ fmt:
 bench pg="":
     bash bench/run.sh {{pg}}
 
+# Every module on one machine, offline: provider-sim and keel in a scratch folder, a tour of
+# chat, email, SMS, checkout and a task (`just demo --keep` leaves both running). See
+# docs/provider-sim.md.
+demo *args:
+    bash deploy/demo.sh {{args}}
+
 # The provider simulator for local demos.
 sim:
     cargo run -p provider-sim-bin -- --addr 127.0.0.1:9900

@@ -232,6 +232,7 @@ impl Application {
                     .wrap(from_fn(http::json_errors))
                     .wrap(TracingLogger::<RequestSpan>::new())
                     .wrap(from_fn(http::request_id))
+                    .wrap(from_fn(kernel::client_addr::middleware))
                     .wrap(Condition::new(
                         config.metrics_enabled,
                         from_fn(metrics::record),
@@ -337,6 +338,7 @@ fn app(
         .into_utoipa_app()
         .openapi(base)
         .app_data(state.clone())
+        .app_data(web::Data::new(config.trusted_proxies.clone()))
         .map(|app| app.configure(|c| http::configure_extractors(c, max_json_bytes)))
         .service(health::health)
         .service(health::live)

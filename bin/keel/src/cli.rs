@@ -1,12 +1,12 @@
-//! The command line: `keel serve` (default), `keel migrate`, `keel worker`, and each compiled
-//! module's own commands (`keel users ...`, `keel blog ...`, `keel tasks ...`), which the
-//! modules declare and run themselves.
+//! The command line: `keel serve` (default), `keel migrate`, `keel worker`, `keel backup` and
+//! `keel restore`, and each compiled module's own commands (`keel users ...`, `keel blog ...`,
+//! `keel tasks ...`), which the modules declare and run themselves.
 
 use clap::{ArgMatches, FromArgMatches, Subcommand};
 
 use crate::app::{self, Application};
 use crate::config::Config;
-use crate::{modules, worker};
+use crate::{backup, modules, probe, worker};
 
 /// The server's own commands.
 #[derive(Debug, Subcommand)]
@@ -21,6 +21,29 @@ pub enum ServerCommand {
         /// Comma-separated queues to work (default: every queue).
         #[arg(long)]
         queues: Option<String>,
+    },
+    /// Copy the embedded SQLite database to PATH while the server keeps serving (a consistent
+    /// snapshot; PATH must not exist). On PostgreSQL, use pg_dump.
+    Backup {
+        /// The new file to write.
+        path: std::path::PathBuf,
+    },
+    /// Exit 0 when this configuration's server (HOST, PORT) answers 200 on /health/live: a
+    /// container HEALTHCHECK that needs no HTTP client in the image.
+    Healthcheck {
+        /// Ask /health/ready (database and Redis reachable) instead.
+        #[arg(long)]
+        ready: bool,
+        /// Ask this http:// URL instead.
+        #[arg(long)]
+        url: Option<String>,
+    },
+    /// Replace the embedded SQLite database with the backup at PATH (refused while a keel server
+    /// or worker uses the database; the old one is kept as <database>.before-restore). On
+    /// PostgreSQL, use pg_restore.
+    Restore {
+        /// The backup to restore.
+        path: std::path::PathBuf,
     },
 }
 
@@ -89,13 +112,21 @@ pub async fn run(matches: ArgMatches) -> Result<(), CliError> {
             );
             Ok(())
         }
-        ServerCommand::Worker { queues } => worker::run(config, queues).await,
+        ServerCommand::Worker { queues } => {
+            let _held = backup::hold(&config.database_url)?;
+            worker::run(config, queues).await
+        }
+        ServerCommand::Healthcheck { ready, url } => probe::run(&config, ready, url),
+        ServerCommand::Backup { path } => backup::backup(&config.database_url, path).await,
+        ServerCommand::Restore { path } => backup::restore(&config.database_url, path).await,
     }
 }
 
 async fn serve(config: Config) -> Result<(), CliError> {
     let host = config.host.clone();
     let modules = config.modules.join(", ");
+    // Held until the server stops: `keel restore` refuses to replace the database meanwhile.
+    let _held = backup::hold(&config.database_url)?;
     let application = Application::build(config).await?;
     tracing::info!(
         "Keel listening on http://{host}:{} (modules: {modules}; docs at /docs)",

@@ -52,6 +52,10 @@ pub struct Config {
     pub metrics_enabled: bool,
     /// `METRICS_ADDR`: a `host:port` that serves `/metrics` instead of the main port.
     pub metrics_addr: Option<String>,
+    /// `TRUSTED_PROXIES` (default none) and `TRUSTED_PROXY_HEADER` (default `x-forwarded-for`):
+    /// the reverse proxies whose forwarding header names the client (see
+    /// `kernel::client_addr`).
+    pub trusted_proxies: kernel::client_addr::TrustedProxies,
     /// Every compiled module's settings (`settings.get_mut::<AuthConfig>()`, ...).
     pub settings: Settings,
 }
@@ -81,6 +85,7 @@ impl Default for Config {
             read_cache: true,
             metrics_enabled: false,
             metrics_addr: None,
+            trusted_proxies: kernel::client_addr::TrustedProxies::none(),
             settings,
         }
     }
@@ -178,6 +183,7 @@ impl Config {
             read_cache: kernel::config::flag("READ_CACHE", true)?,
             metrics_enabled: kernel::config::flag("METRICS_ENABLED", false)?,
             metrics_addr: parse_metrics_addr(var("METRICS_ADDR"))?,
+            trusted_proxies: kernel::client_addr::TrustedProxies::from_env()?,
             settings,
         })
     }

@@ -4,12 +4,14 @@
 //! same application on port 0 (the `testing` module, feature `testing`).
 
 pub mod app;
+mod backup;
 pub mod cli;
 pub mod config;
 pub mod health;
 pub mod listener;
 pub mod metrics;
 pub mod modules;
+mod probe;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;

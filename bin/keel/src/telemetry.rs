@@ -4,6 +4,7 @@
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::{Error, HttpMessage};
+use kernel::client_addr::ClientAddr;
 use kernel::http::RequestId;
 use tracing::Span;
 use tracing_actix_web::RootSpanBuilder;
@@ -43,8 +44,8 @@ fn log_panic(info: &std::panic::PanicHookInfo<'_>) {
     tracing::error!(panic = %message, location = %location, "panicked");
 }
 
-/// The span of one request: its id (taken from `X-Request-Id` or generated), method, route and
-/// final status, with one `request finished` line per request.
+/// The span of one request: its id (taken from `X-Request-Id` or generated), the client's address,
+/// method, route and final status, with one `request finished` line per request.
 pub struct RequestSpan;
 
 impl RootSpanBuilder for RequestSpan {
@@ -54,9 +55,17 @@ impl RootSpanBuilder for RequestSpan {
             .get::<RequestId>()
             .map(|r| r.0.clone())
             .unwrap_or_default();
+        // The client as `kernel::client_addr` works it out (behind a trusted proxy, the address
+        // the proxy reports), set by the middleware outside this one.
+        let client = request
+            .extensions()
+            .get::<ClientAddr>()
+            .map(|c| c.0.to_string())
+            .unwrap_or_default();
         tracing::info_span!(
             "request",
             request_id = %id,
+            client = %client,
             method = %request.method(),
             path = %request.path(),
             status = tracing::field::Empty,

@@ -11,7 +11,8 @@ use kernel::module::Deployment;
 pub const MIN_SECRET_BYTES: usize = 32;
 /// Lowest `BCRYPT_COST` accepted in production (OWASP's minimum; the default is 12).
 pub const MIN_PRODUCTION_BCRYPT_COST: u32 = 10;
-/// `PUBLIC_BASE_URL`'s default: where the mails' links point when nothing else is set.
+/// `PUBLIC_BASE_URL`'s default with the default port (`kernel::config::public_base_url`): where
+/// the mails' links point when nothing else is set.
 pub const DEFAULT_PUBLIC_BASE_URL: &str = "http://localhost:8000";
 /// The path of the verification page under `PUBLIC_BASE_URL` (`AUTH_VERIFY_EMAIL_URL`'s default).
 pub const DEFAULT_VERIFY_PATH: &str = "/verify-email";
@@ -113,8 +114,7 @@ impl AuthConfig {
                 true,
             ),
         };
-        let base =
-            http_url("PUBLIC_BASE_URL")?.unwrap_or_else(|| DEFAULT_PUBLIC_BASE_URL.to_owned());
+        let base = kernel::config::public_base_url()?.url;
         Ok(Self {
             secret_key,
             secret_generated,

@@ -22,14 +22,14 @@ use crate::service::{AccessToken, AuthService, Registration, User, UserPatch};
 /// What the handlers share.
 pub struct AuthState {
     pub service: Arc<dyn AuthService>,
-    /// Whether rate limits are on (then the peer address is passed to the service).
+    /// Whether rate limits are on (then the client address is passed to the service).
     pub rate_limit: bool,
 }
 
 impl AuthState {
     fn client_ip(&self, req: &HttpRequest) -> Option<String> {
         self.rate_limit
-            .then(|| req.peer_addr().map(|a| a.ip().to_string()))
+            .then(|| kernel::client_addr::client_ip(req).map(|ip| ip.to_string()))
             .flatten()
     }
 
@@ -144,12 +144,12 @@ fn token_answer(pair: AccessToken) -> HttpResponse {
         })
 }
 
-/// An error of the token endpoint: the spec's `detail`, and RFC 6749 §5.2's `error` and
+/// An error of the token endpoint: the `detail` every error carries, and RFC 6749 §5.2's `error` and
 /// `error_description` for OAuth 2.0 clients.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[schema(as = auth::TokenError)]
 pub struct TokenError {
-    /// The spec's text (`Incorrect email or password`, `Inactive user`), or the failing fields.
+    /// The error's text (`Incorrect email or password`, `Inactive user`), or the failing fields.
     #[schema(value_type = kernel::openapi::ErrorDetail)]
     pub detail: serde_json::Value,
     /// `invalid_request`, `invalid_grant`, `unsupported_grant_type`, `temporarily_unavailable`

@@ -35,8 +35,9 @@ pub struct CommsConfig {
     /// `TWILIO_WEBHOOK_SHARED_KEYS` (`<SharedKey id>=<secret>`, comma-separated): verify callbacks
     /// that Twilio signs with a SharedKey (those with `X-Twilio-Webhooks-Signature-Settings`).
     pub twilio_webhook_shared_keys: Vec<(String, String)>,
-    /// `PUBLIC_BASE_URL`: where providers reach this service; status callbacks are requested and
-    /// verified against it.
+    /// `PUBLIC_BASE_URL` when it is set (`kernel::config::public_base_url`; its default, a
+    /// localhost address, is left out): where providers reach this service; status callbacks are
+    /// requested and verified against it.
     pub public_base_url: Option<String>,
     /// `COMMS_TIMEOUT_SECONDS` (default 15, 1..=120): the longest a provider call may take.
     pub timeout: Duration,
@@ -112,18 +113,9 @@ impl kernel::ModuleConfig for CommsConfig {
                 ))
             }
         };
-        let public_base_url = match var("PUBLIC_BASE_URL") {
-            None => None,
-            Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
-                Some(url.trim_end_matches('/').to_owned())
-            }
-            Some(url) => {
-                return Err(ConfigError::new(
-                    "PUBLIC_BASE_URL",
-                    format!("{url:?} is not an http(s) URL"),
-                ));
-            }
-        };
+        // Only an address set on purpose: Twilio cannot reach the default `http://localhost`.
+        let public_base = kernel::config::public_base_url()?;
+        let public_base_url = public_base.is_set.then_some(public_base.url);
         let webhook_secret = var("RESEND_WEBHOOK_SECRET");
         if let Some(secret) = &webhook_secret
             && crate::webhooks::svix_key(secret).is_none()

@@ -127,6 +127,52 @@ pub fn list(name: &str) -> Option<Vec<String>> {
     })
 }
 
+/// `PUBLIC_BASE_URL`: the service's public address, as clients and providers reach it (scheme,
+/// host, and the port when it is not the scheme's default; no trailing `/`). Every module reads it
+/// through [`public_base_url`], so it has one meaning and one default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicBaseUrl {
+    /// The address: the setting, or `http://localhost:<PORT>` when it is unset.
+    pub url: String,
+    /// Whether `PUBLIC_BASE_URL` was set. What only an address reachable from outside can do
+    /// (asking Twilio for status callbacks) happens only then.
+    pub is_set: bool,
+}
+
+/// Reads `PUBLIC_BASE_URL` (default `http://localhost:<PORT>`, with `PORT`'s default 8000, and
+/// 8000 for `PORT=0`); anything but an absolute http(s) URL is refused by name.
+pub fn public_base_url() -> Result<PublicBaseUrl, ConfigError> {
+    public_base_url_from(var("PUBLIC_BASE_URL"), var("PORT"))
+}
+
+fn public_base_url_from(
+    value: Option<String>,
+    port: Option<String>,
+) -> Result<PublicBaseUrl, ConfigError> {
+    match value {
+        None => {
+            let port = port
+                .and_then(|p| p.parse::<u16>().ok())
+                .filter(|p| *p != 0)
+                .unwrap_or(8000);
+            Ok(PublicBaseUrl {
+                url: format!("http://localhost:{port}"),
+                is_set: false,
+            })
+        }
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+            Ok(PublicBaseUrl {
+                url: url.trim_end_matches('/').to_owned(),
+                is_set: true,
+            })
+        }
+        Some(url) => Err(ConfigError::new(
+            "PUBLIC_BASE_URL",
+            format!("{url:?} is not an http(s) URL"),
+        )),
+    }
+}
+
 /// A number that must lie in `range`.
 pub fn parse_in_range<T>(
     name: &str,
@@ -192,5 +238,32 @@ mod tests {
     fn config_error_names_the_setting() {
         let e = ConfigError::new("PORT", "\"x\" is not valid");
         assert_eq!(e.to_string(), "invalid setting PORT: \"x\" is not valid");
+    }
+
+    #[test]
+    fn the_public_base_url_defaults_to_this_port_on_localhost() {
+        let unset = public_base_url_from(None, None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(unset.url, "http://localhost:8000");
+        assert!(!unset.is_set);
+        let on_port = public_base_url_from(None, Some("9001".into()));
+        assert_eq!(
+            on_port.map(|b| b.url).ok(),
+            Some("http://localhost:9001".into())
+        );
+        let any_port = public_base_url_from(None, Some("0".into()));
+        assert_eq!(
+            any_port.map(|b| b.url).ok(),
+            Some("http://localhost:8000".into())
+        );
+        let set = public_base_url_from(Some("https://api.example.com/".into()), Some("9".into()));
+        assert_eq!(
+            set.ok(),
+            Some(PublicBaseUrl {
+                url: "https://api.example.com".into(),
+                is_set: true
+            })
+        );
+        let bad = public_base_url_from(Some("api.example.com".into()), None);
+        assert_eq!(bad.err().map(|e| e.setting), Some("PUBLIC_BASE_URL".into()));
     }
 }

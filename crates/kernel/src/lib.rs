@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod capability;
+pub mod client_addr;
 pub mod config;
 #[cfg(feature = "http-client")]
 pub mod crypto;

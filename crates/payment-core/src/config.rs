@@ -22,7 +22,7 @@ pub struct PaymentConfig {
     /// no URL (else the built-in pages).
     pub success_url: Option<String>,
     pub cancel_url: Option<String>,
-    /// `PUBLIC_BASE_URL` (default `http://localhost:8000`): the built-in pages' address.
+    /// `PUBLIC_BASE_URL` (default `http://localhost:<PORT>`): the built-in pages' address.
     pub public_base_url: String,
     /// `PAYMENT_TIMEOUT_SECONDS` (default 30): the longest a Stripe call may take.
     pub timeout: Duration,
@@ -141,8 +141,7 @@ impl kernel::ModuleConfig for PaymentConfig {
                 .unwrap_or_else(|| DEFAULT_STRIPE_API_BASE.to_owned()),
             success_url: var("PAYMENT_SUCCESS_URL"),
             cancel_url: var("PAYMENT_CANCEL_URL"),
-            public_base_url: url("PUBLIC_BASE_URL", Some(DEFAULT_PUBLIC_BASE_URL))?
-                .unwrap_or_else(|| DEFAULT_PUBLIC_BASE_URL.to_owned()),
+            public_base_url: kernel::config::public_base_url()?.url,
             timeout: Duration::from_secs(parse_in_range("PAYMENT_TIMEOUT_SECONDS", 30, 1..=120)?),
             plans: match var("PAYMENT_PLANS") {
                 None => BTreeMap::new(),

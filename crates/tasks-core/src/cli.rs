@@ -17,9 +17,10 @@ pub const COMMAND: &str = "tasks";
 
 #[derive(Debug, Subcommand)]
 pub enum TasksCommand {
-    /// Registered tasks per queue, and queue depths.
+    /// Registered tasks per queue, and queue depths (of the Redis queue; without Redis, this
+    /// command's own empty in-memory queue).
     List,
-    /// Enqueue a task; prints its id.
+    /// Enqueue a task on the Redis queue; prints its id. Needs Redis.
     Enqueue {
         name: String,
         /// The queue (default: the task's own).
@@ -29,7 +30,7 @@ pub enum TasksCommand {
         #[arg(long)]
         args: Option<String>,
     },
-    /// A task's state and result.
+    /// A task's state and result, from the Redis queue. Needs Redis.
     Result {
         id: String,
         /// Wait until the task has finished.
@@ -45,7 +46,12 @@ pub enum TasksCommand {
 pub fn command() -> clap::Command {
     TasksCommand::augment_subcommands(
         clap::Command::new(COMMAND)
-            .about("Inspect and enqueue background tasks (needs the Redis backend)")
+            .about(
+                "Inspect and enqueue background tasks. `enqueue` and `result` need Redis \
+                 (REDIS_URL answering, TASKS_BACKEND=redis or auto), as `keel worker` does; \
+                 without Redis, `keel serve` runs tasks in its own in-memory queue, reached \
+                 through its API only",
+            )
             .subcommand_required(true),
     )
 }

@@ -327,14 +327,20 @@ impl TasksModule {
 
     /// Errors for the in-memory backend: another process cannot see its jobs.
     fn require_shared_backend(&self) -> Result<(), TasksError> {
-        match self.backend_kind() {
-            BackendKind::Redis => Ok(()),
-            BackendKind::Memory => Err(TasksError::Unavailable(
-                "the in-memory queue lives inside one process; run Redis and set TASKS_BACKEND=redis \
-                 (and REDIS_URL) to use workers and task commands from other processes"
-                    .to_owned(),
-            )),
-        }
+        let why = match self.backend_kind() {
+            BackendKind::Redis => return Ok(()),
+            BackendKind::Memory if self.fell_back => {
+                "Redis (REDIS_URL) did not answer, so TASKS_BACKEND=auto chose the in-memory queue"
+            }
+            BackendKind::Memory => "TASKS_BACKEND=memory chose the in-memory queue",
+        };
+        Err(TasksError::Unavailable(format!(
+            "{why}, which lives inside one process: `keel worker`, `keel tasks enqueue` and \
+             `keel tasks result` need Redis (start it, set REDIS_URL, and TASKS_BACKEND=redis or \
+             auto). Without Redis, `keel serve` runs tasks in its own in-memory queue: enqueue \
+             and read them through its API (POST /api/v1/tasks/enqueue, GET \
+             /api/v1/tasks/result/ID)"
+        )))
     }
 }
 

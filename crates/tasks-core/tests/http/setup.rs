@@ -78,10 +78,15 @@ async fn auto_falls_back_to_memory_when_redis_is_down() {
     );
     // Other processes cannot see an in-memory queue: the CLI and `keel worker` refuse it.
     let refused = module.cli_enqueue("system_health_check", None, None).await;
-    assert!(matches!(
-        refused,
-        Err(tasks_core::TasksError::Unavailable(_))
-    ));
+    match refused {
+        Err(tasks_core::TasksError::Unavailable(why)) => {
+            // The refusal says why there is no Redis, what needs it, and where tasks do run.
+            assert!(why.contains("REDIS_URL) did not answer"), "{why}");
+            assert!(why.contains("need Redis"), "{why}");
+            assert!(why.contains("POST /api/v1/tasks/enqueue"), "{why}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
     assert!(module.run_worker_until_signal(&[]).await.is_err());
     assert!(module.cli_list().await.is_ok());
 }
