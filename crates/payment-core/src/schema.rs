@@ -74,20 +74,10 @@ diesel::table! {
     }
 }
 
-diesel::table! {
-    /// Kept by triggers: transactions per user (0: none) and status.
-    payment_transaction_counts (user_id, status) {
-        user_id -> BigInt,
-        status -> Text,
-        transactions -> BigInt,
-    }
-}
-
 diesel::allow_tables_to_appear_in_same_query!(
     payment_customers,
     payment_disputes,
     payment_events,
     payment_subscriptions,
-    payment_transaction_counts,
     payment_transactions,
 );
