@@ -1,6 +1,8 @@
 //! Export (zip of Markdown files or a JSON array, streamed from the database in batches) and
 //! import (files parsed off the executor, written in chunks or one all-or-nothing transaction).
 
+use std::collections::HashSet;
+
 use super::*;
 use crate::domain::frontmatter::IncomingTag;
 use crate::store::{PostTagRow, bulk};
@@ -330,6 +332,7 @@ impl ImportRun {
             .collect();
         self.resolve_tags(tx, items).await?;
         let mut pending: Vec<&IncomingPost> = Vec::new();
+        let mut pending_slugs: HashSet<&str> = HashSet::new();
         for item in items {
             let post = match &item.post {
                 Err(e) => {
@@ -339,8 +342,9 @@ impl ImportRun {
                 }
                 Ok(post) => post,
             };
-            if pending.iter().any(|p| p.slug == post.slug) {
+            if pending_slugs.contains(post.slug.as_str()) {
                 self.insert_pending(tx, &mut pending, &mut stored).await?;
+                pending_slugs.clear();
             }
             match (stored.get(&post.slug), self.options.on_conflict) {
                 (Some(_), OnConflict::Skip) => self.result.skipped += 1,
@@ -360,6 +364,7 @@ impl ImportRun {
                     // Counted now (inserted with the chunk's others), as the result so far of
                     // a batch that a later conflict stops shows it.
                     pending.push(post);
+                    pending_slugs.insert(&post.slug);
                     self.result.created += 1;
                 }
             }
@@ -387,24 +392,24 @@ impl ImportRun {
         tx: &mut DbConn<'_>,
         items: &[ParsedItem],
     ) -> Result<(), BlogError> {
-        let mut wanted: Vec<&IncomingTag> = Vec::new();
-        let tags = items
+        let mut seen: HashSet<&str> = HashSet::new();
+        let wanted: Vec<&IncomingTag> = items
             .iter()
             .filter_map(|i| i.post.as_ref().ok())
-            .flat_map(|p| &p.tags);
-        for tag in tags {
-            if !self.tags.contains_key(&tag.slug) && !wanted.iter().any(|w| w.slug == tag.slug) {
-                wanted.push(tag);
-            }
-        }
+            .flat_map(|p| &p.tags)
+            .filter(|t| !self.tags.contains_key(&t.slug) && seen.insert(&t.slug))
+            .collect();
         if wanted.is_empty() {
             return Ok(());
         }
-        let slugs: Vec<String> = wanted.iter().map(|t| t.slug.clone()).collect();
-        for row in store::tags_by_slugs(tx, &slugs).await? {
+        let slugs: Vec<&str> = wanted.iter().map(|t| t.slug.as_str()).collect();
+        for row in bulk::tags_by_slugs(tx, &slugs).await? {
             self.tags.insert(row.slug, row.id);
         }
-        wanted.retain(|t| !self.tags.contains_key(&t.slug));
+        let wanted: Vec<&IncomingTag> = wanted
+            .into_iter()
+            .filter(|t| !self.tags.contains_key(&t.slug))
+            .collect();
         let keys: Vec<String> = wanted.iter().map(|t| tag_name_key(&t.name)).collect();
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let mut by_key: HashMap<String, i64> = bulk::tags_by_name_keys(tx, &key_refs)
@@ -414,9 +419,9 @@ impl ImportRun {
             .collect();
         // The first tag of each name still missing is created; the others of its name join it.
         let mut new_rows = Vec::new();
+        let mut new_keys: HashSet<&str> = HashSet::new();
         for (tag, key) in wanted.iter().zip(&keys) {
-            if !by_key.contains_key(key) && !new_rows.iter().any(|n: &NewTagRow| n.name_key == key)
-            {
+            if !by_key.contains_key(key) && new_keys.insert(key) {
                 new_rows.push(NewTagRow {
                     name: &tag.name,
                     name_key: key,

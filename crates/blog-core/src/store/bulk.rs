@@ -27,6 +27,21 @@ pub async fn posts_by_slugs(conn: &mut DbConn<'_>, slugs: &[&str]) -> QueryResul
     Ok(rows)
 }
 
+/// The tags whose slug is one of `slugs` (a post may name any number of tags).
+pub async fn tags_by_slugs(conn: &mut DbConn<'_>, slugs: &[&str]) -> QueryResult<Vec<TagRow>> {
+    let mut rows = Vec::new();
+    for part in slugs.chunks(ROWS_PER_STATEMENT) {
+        rows.extend(with_conn!(&mut *conn, |c| {
+            blog_tags::table
+                .filter(blog_tags::slug.eq_any(part))
+                .select(TagRow::as_select())
+                .load(c)
+                .await
+        })?);
+    }
+    Ok(rows)
+}
+
 /// The tags whose `name_key` is one of `keys`.
 pub async fn tags_by_name_keys(conn: &mut DbConn<'_>, keys: &[&str]) -> QueryResult<Vec<TagRow>> {
     let mut rows = Vec::new();

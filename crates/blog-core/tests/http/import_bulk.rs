@@ -8,6 +8,7 @@ use super::*;
 kernel::backend_tests! {
     large_imports_resolve_tags_and_repeated_slugs_across_chunks,
     a_late_conflict_under_fail_keeps_nothing_of_any_chunk,
+    a_post_with_more_tags_than_one_statement_binds,
 }
 
 /// `count` published posts `post-0`...: each tagged `Rust` in one of three spellings, and every
@@ -114,4 +115,23 @@ async fn a_late_conflict_under_fail_keeps_nothing_of_any_chunk(db: TestDb) {
     assert_eq!(total, 0, "nothing of the batch is kept");
     let tags = c.get("/tags", None).await.json::<Value>().await.unwrap();
     assert_eq!(tags["total"], 0, "{tags}");
+}
+
+/// More tags than SQLite binds in one statement (32,766): every look-up and insert is chunked.
+async fn a_post_with_more_tags_than_one_statement_binds(db: TestDb) {
+    let c = ctx(db).await;
+    let tags: Vec<String> = (0..35_000).map(|i| format!("Tag {i}")).collect();
+    let post = json!([{"title": "Tagged", "slug": "tagged", "content": "Body",
+        "status": "published", "published_at": "2024-01-01T00:00:00Z", "tags": tags}]);
+    let result = c
+        .import("", "tagged.json", serde_json::to_vec(&post).unwrap())
+        .await;
+    assert_eq!(result["created"], 1, "{result}");
+    let stored = c
+        .get("/posts/tagged", None)
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(stored["tags"].as_array().unwrap().len(), 35_000);
 }
