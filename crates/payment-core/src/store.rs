@@ -2,9 +2,9 @@
 
 use chrono::NaiveDateTime;
 use diesel::dsl::sql;
-use diesel::sql_types::BigInt;
+use diesel::sql_types::{BigInt, Integer};
 use diesel::{
-    BoolExpressionMethods, ExpressionMethods, Insertable, NullableExpressionMethods,
+    BoolExpressionMethods, CombineDsl, ExpressionMethods, Insertable, NullableExpressionMethods,
     OptionalExtension, QueryDsl, QueryResult, Queryable, Selectable, SelectableHelper,
 };
 use kernel::{DbConn, with_conn};
@@ -227,42 +227,52 @@ pub async fn find_transaction(
     })
 }
 
-/// The charge known by either id: one indexed lookup per id (an `OR` of the three would be
-/// planned as a scan of the whole table).
+/// The charge known by either id, in this order of preference: the charge of the payment intent,
+/// the row whose provider id is the payment intent, the charge of the charge id. One statement,
+/// a `UNION ALL` of one indexed lookup per id (an `OR` of the three would be planned as a scan
+/// of the whole table), each row tagged with its preference.
 pub async fn find_charge(
     conn: &mut DbConn<'_>,
     payment_intent: Option<&str>,
     charge: Option<&str>,
 ) -> QueryResult<Option<TransactionRow>> {
-    if let Some(pi) = payment_intent {
-        let found = with_conn!(conn, |c| {
+    let found: Vec<(TransactionRow, i32)> = with_conn!(conn, |c| {
+        let by_intent = payment_intent.map(|pi| {
             payment_transactions::table
                 .filter(payment_transactions::payment_intent_id.eq(pi))
                 .filter(payment_transactions::kind.eq("charge"))
-                .select(TransactionRow::as_select())
-                .first(c)
-                .await
-                .optional()
-        })?;
-        if found.is_some() {
-            return Ok(found);
-        }
-        if let Some(row) = find_by_provider_id(conn, pi).await? {
-            return Ok(Some(row));
-        }
-    }
-    match charge {
-        None => Ok(None),
-        Some(ch) => with_conn!(conn, |c| {
+                .select((TransactionRow::as_select(), sql::<Integer>("0")))
+                .into_boxed()
+        });
+        let by_provider_id = payment_intent.map(|pi| {
+            payment_transactions::table
+                .filter(payment_transactions::provider_transaction_id.eq(pi))
+                .select((TransactionRow::as_select(), sql::<Integer>("1")))
+                .into_boxed()
+        });
+        let by_charge = charge.map(|ch| {
             payment_transactions::table
                 .filter(payment_transactions::charge_id.eq(ch))
                 .filter(payment_transactions::kind.eq("charge"))
-                .select(TransactionRow::as_select())
-                .first(c)
-                .await
-                .optional()
-        }),
-    }
+                .select((TransactionRow::as_select(), sql::<Integer>("2")))
+                .into_boxed()
+        });
+        let mut parts = [by_intent, by_provider_id, by_charge].into_iter().flatten();
+        match parts.next() {
+            None => Ok(Vec::new()),
+            Some(first) => match (parts.next(), parts.next()) {
+                (None, _) => first.load(c).await,
+                (Some(second), None) => first.union_all(second).load(c).await,
+                (Some(second), Some(third)) => {
+                    first.union_all(second).union_all(third).load(c).await
+                }
+            },
+        }
+    })?;
+    Ok(found
+        .into_iter()
+        .min_by_key(|(row, preference)| (*preference, row.id))
+        .map(|(row, _)| row))
 }
 
 pub async fn find_by_provider_id(
