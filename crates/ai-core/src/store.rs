@@ -19,6 +19,10 @@ pub struct StoredMessage {
     pub role: Role,
     pub content: String,
     pub timestamp: NaiveDateTime,
+    /// Who wrote a reply: the provider and model that answered (`None` for the user's messages,
+    /// and for replies stored before this was kept).
+    pub provider: Option<String>,
+    pub model: Option<String>,
 }
 
 /// A conversation without its messages.
@@ -27,6 +31,7 @@ pub struct ConversationHead {
     pub id: String,
     pub user_id: String,
     pub title: String,
+    /// The provider and model that gave the latest reply.
     pub provider: String,
     pub model: String,
     pub message_count: i64,
@@ -61,6 +66,9 @@ pub trait ConversationStore: Send + Sync {
     async fn list(&self, user_id: &str, limit: usize) -> Result<Vec<ConversationHead>, AiError>;
     /// How many conversations are kept.
     async fn count(&self) -> Result<i64, AiError>;
+    /// Deletes `user_id`'s conversation `id` with every message; false when there is none (or it
+    /// is another user's).
+    async fn delete(&self, id: &str, user_id: &str) -> Result<bool, AiError>;
 }
 
 /// Conversations in this process: forgotten after `ttl` without activity, at most `max` kept (the
@@ -149,6 +157,18 @@ impl ConversationStore for MemoryStore {
     async fn count(&self) -> Result<i64, AiError> {
         Ok(i64::try_from(self.lock().len()).unwrap_or(i64::MAX))
     }
+
+    async fn delete(&self, id: &str, user_id: &str) -> Result<bool, AiError> {
+        let now = kernel::time::now();
+        let mut all = self.lock();
+        let owned = all
+            .get(id)
+            .is_some_and(|c| c.head.user_id == user_id && !self.expired(&c.head, now));
+        if owned {
+            all.remove(id);
+        }
+        Ok(owned)
+    }
 }
 
 /// Conversations in the database (`AI_CONVERSATION_STORE=database`): shared by every instance.
@@ -185,6 +205,8 @@ struct MessageRow {
     role: String,
     content: String,
     created_at: NaiveDateTime,
+    provider: Option<String>,
+    model: Option<String>,
 }
 
 impl From<HeadRow> for ConversationHead {
@@ -234,6 +256,8 @@ fn message_row(conversation_id: &str, seq: i64, m: &StoredMessage) -> MessageRow
         role: role_name(m.role).to_owned(),
         content: m.content.clone(),
         created_at: m.timestamp,
+        provider: m.provider.clone(),
+        model: m.model.clone(),
     }
 }
 
@@ -276,6 +300,8 @@ impl ConversationStore for DatabaseStore {
                     },
                     content: m.content,
                     timestamp: m.created_at,
+                    provider: m.provider,
+                    model: m.model,
                 })
                 .collect(),
         }))
@@ -303,6 +329,8 @@ impl ConversationStore for DatabaseStore {
                     .on_conflict(ai_conversations::id)
                     .do_update()
                     .set((
+                        ai_conversations::provider.eq(&head.provider),
+                        ai_conversations::model.eq(&head.model),
                         ai_conversations::message_count.eq(seq + 2),
                         ai_conversations::last_response_time_ms.eq(head.last_response_time_ms),
                         ai_conversations::updated_at.eq(head.updated_at),
@@ -342,5 +370,32 @@ impl ConversationStore for DatabaseStore {
             ai_conversations::table.count().get_result(c).await
         })?;
         Ok(n)
+    }
+
+    /// The owner's check and both deletes in one transaction: the messages go with their
+    /// conversation or not at all.
+    async fn delete(&self, id: &str, user_id: &str) -> Result<bool, AiError> {
+        write_tx!(&self.pool, AiError, |tx| {
+            let owner: Option<String> = with_conn!(tx, |c| {
+                ai_conversations::table
+                    .find(id)
+                    .select(ai_conversations::user_id)
+                    .get_result(c)
+                    .await
+                    .optional()
+            })?;
+            if owner.as_deref() != Some(user_id) {
+                return Ok(false);
+            }
+            with_conn!(tx, |c| {
+                diesel::delete(ai_messages::table.filter(ai_messages::conversation_id.eq(id)))
+                    .execute(c)
+                    .await?;
+                diesel::delete(ai_conversations::table.find(id))
+                    .execute(c)
+                    .await
+            })?;
+            Ok(true)
+        })
     }
 }
