@@ -268,8 +268,8 @@ async fn prepare(
         (status = 403, description = "Access denied"),
         (status = 404, description = "Conversation error: Conversation <id> not found"),
         (status = 429, description = QUOTA_EXCEEDED, headers(("Retry-After" = u64, description = "Seconds until the next UTC midnight"))),
-        (status = 502, description = "AI provider error: <the provider's message>"),
-        (status = 503, description = "AI service error: <why>"),
+        (status = 502, description = "AI provider error: <the provider's message> (with fallback providers, each one's: `openai: <message>; anthropic: <message>`)"),
+        (status = 503, description = "AI service error: <why> (disabled, a key missing, or every provider skipped after repeated failures: then with Retry-After)", headers(("Retry-After" = u64, description = "When every provider is skipped: seconds until the first may be tried again"))),
     )
 )]
 #[post("/chat")]
