@@ -160,6 +160,7 @@ impl AiServiceImpl {
     async fn store(&self, turn: Turn, content: &str) -> Result<(), AiError> {
         let now = kernel::time::now();
         let response_time_ms = turn.elapsed_ms();
+        let continues = turn.existing.is_some();
         let head = match turn.existing {
             Some(mut head) => {
                 head.message_count += 2;
@@ -194,6 +195,7 @@ impl AiServiceImpl {
                 head,
                 question: turn.question,
                 answer,
+                continues,
             })
             .await
     }

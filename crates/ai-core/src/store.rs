@@ -54,13 +54,17 @@ pub struct Exchange {
     pub head: ConversationHead,
     pub question: StoredMessage,
     pub answer: StoredMessage,
+    /// It continues a conversation that existed when the question was asked: when that one has
+    /// been deleted (or forgotten) since, the exchange is not stored and nothing is recreated.
+    pub continues: bool,
 }
 
 #[async_trait::async_trait]
 pub trait ConversationStore: Send + Sync {
     /// The conversation's head and its last `context` messages (all of them with `None`).
     async fn get(&self, id: &str, context: Option<usize>) -> Result<Option<Conversation>, AiError>;
-    /// Adds an exchange, creating the conversation when it is new.
+    /// Adds an exchange, creating the conversation when it is new; an exchange that continues a
+    /// conversation gone meanwhile is dropped.
     async fn append(&self, exchange: Exchange) -> Result<(), AiError>;
     /// A user's conversations, most recently active first.
     async fn list(&self, user_id: &str, limit: usize) -> Result<Vec<ConversationHead>, AiError>;
@@ -122,6 +126,9 @@ impl ConversationStore for MemoryStore {
         let mut all = self.lock();
         all.retain(|_, c| !self.expired(&c.head, now));
         let id = exchange.head.id.clone();
+        if exchange.continues && !all.contains_key(&id) {
+            return Ok(());
+        }
         if !all.contains_key(&id) && all.len() >= self.max {
             let oldest = all
                 .values()
@@ -311,6 +318,25 @@ impl ConversationStore for DatabaseStore {
         let head = HeadRow::from(&exchange.head);
         let id = exchange.head.id.clone();
         write_tx!(&self.pool, AiError, |tx| {
+            if exchange.continues {
+                // Its row, written first, is locked until the commit: a delete running meanwhile
+                // waits for this exchange (and takes it along), or went first and leaves nothing
+                // to continue.
+                let found = with_conn!(tx, |c| {
+                    diesel::update(ai_conversations::table.find(&id))
+                        .set((
+                            ai_conversations::provider.eq(&head.provider),
+                            ai_conversations::model.eq(&head.model),
+                            ai_conversations::last_response_time_ms.eq(head.last_response_time_ms),
+                            ai_conversations::updated_at.eq(head.updated_at),
+                        ))
+                        .execute(c)
+                        .await
+                })?;
+                if found == 0 {
+                    return Ok(());
+                }
+            }
             // The exchange's two messages take the next two positions.
             let seq = with_conn!(tx, |c| {
                 ai_messages::table
@@ -372,26 +398,25 @@ impl ConversationStore for DatabaseStore {
         Ok(n)
     }
 
-    /// The owner's check and both deletes in one transaction: the messages go with their
-    /// conversation or not at all.
+    /// Both deletes in one transaction, the conversation's row first (only the owner's): an
+    /// exchange being added to it waits for that row, then finds nothing to continue.
     async fn delete(&self, id: &str, user_id: &str) -> Result<bool, AiError> {
         write_tx!(&self.pool, AiError, |tx| {
-            let owner: Option<String> = with_conn!(tx, |c| {
-                ai_conversations::table
-                    .find(id)
-                    .select(ai_conversations::user_id)
-                    .get_result(c)
-                    .await
-                    .optional()
+            let deleted = with_conn!(tx, |c| {
+                diesel::delete(
+                    ai_conversations::table
+                        .filter(ai_conversations::id.eq(id))
+                        .filter(ai_conversations::user_id.eq(user_id)),
+                )
+                .execute(c)
+                .await
             })?;
-            if owner.as_deref() != Some(user_id) {
+            if deleted == 0 {
                 return Ok(false);
             }
+            // Also without the foreign key's cascade (SQLite enforces it only when asked).
             with_conn!(tx, |c| {
                 diesel::delete(ai_messages::table.filter(ai_messages::conversation_id.eq(id)))
-                    .execute(c)
-                    .await?;
-                diesel::delete(ai_conversations::table.find(id))
                     .execute(c)
                     .await
             })?;

@@ -212,7 +212,11 @@ async fn relay(service: Arc<dyn AiService>, turn: Turn, tx: mpsc::Sender<sse::Ev
         "response_time_ms": response_time_ms, "provider": provider, "model": model,
     });
     if events.send("final", final_event).await {
-        let complete = json!({"status": "completed", "message": "Stream completed"});
+        // Who answered, as in `final` (a client may listen to `complete` alone).
+        let complete = json!({
+            "status": "completed", "message": "Stream completed",
+            "provider": provider, "model": model,
+        });
         events.send("complete", complete).await;
     }
 }

@@ -6,6 +6,7 @@ use super::*;
 kernel::backend_tests! {
     an_owner_deletes_a_conversation_with_its_messages,
     a_token_user_deletes_only_their_own,
+    a_reply_in_flight_does_not_bring_a_deleted_conversation_back,
 }
 
 #[derive(diesel::QueryableByName)]
@@ -166,4 +167,35 @@ async fn a_token_user_deletes_only_their_own(db: TestDb) {
     assert_eq!(delete(TOKEN).await.unwrap().status().as_u16(), 204);
     assert_eq!(delete(TOKEN).await.unwrap().status().as_u16(), 404);
     assert_eq!(rows(&db, "ai_messages", "conversation_id", id).await, 0);
+}
+
+/// A conversation deleted while a reply to it is with the provider: the reply is answered but not
+/// stored, and the conversation stays deleted.
+async fn a_reply_in_flight_does_not_bring_a_deleted_conversation_back(db: TestDb) {
+    for store in [StoreChoice::Memory, StoreChoice::Database] {
+        let c = start(&db, |config| config.store = store).await;
+        let (_, first) = c.post("/chat", json!({"message": "first"})).await;
+        let id = first["conversation_id"].as_str().unwrap().to_owned();
+        c.sim
+            .push_fault(Provider::Openai, Fault::default().delay_ms(800));
+        let pending = c
+            .server
+            .client
+            .post(c.server.url("/ai/chat"))
+            .json(&json!({"message": "slow", "conversation_id": id}))
+            .send();
+        let deleting = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            c.delete(&format!("/ai/conversations/{id}")).await.0
+        };
+        let (answer, deleted) = tokio::join!(pending, deleting);
+        assert_eq!(deleted, 204);
+        let answer: Value = answer.unwrap().json().await.unwrap();
+        assert_eq!(answer["content"], "slow", "{answer}");
+        assert_eq!(c.get(&format!("/conversations/{id}")).await.0, 404);
+        assert_eq!(c.get("/conversations").await.1, json!([]));
+        if store == StoreChoice::Database {
+            assert_eq!(rows(&db, "ai_messages", "conversation_id", &id).await, 0);
+        }
+    }
 }

@@ -214,6 +214,8 @@ async fn streams_fall_back_only_before_their_first_chunk(db: TestDb) {
             ("anthropic", ANTHROPIC_MODEL),
             "{fault:?}"
         );
+        let (_, complete) = events.last().unwrap();
+        assert_eq!(answered_by(complete), ("anthropic", ANTHROPIC_MODEL));
         let id = last["conversation_id"].as_str().unwrap();
         let (_, detail) = c.get(&format!("/conversations/{id}")).await;
         assert_eq!(
