@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn it_opens_after_the_threshold_and_lets_one_trial_through_after_the_cooldown() {
-        let circuit = Circuit::new(2, Duration::from_millis(50));
+        let circuit = Circuit::new(2, Duration::from_millis(300));
         circuit.acquire().unwrap().fail("one");
         assert_eq!(circuit.view().phase, "closed");
         circuit.acquire().unwrap().fail("two");
@@ -184,7 +184,7 @@ mod tests {
         assert_eq!(view.last_error.as_deref(), Some("two"));
         assert!(view.retry_at.is_some());
         assert!(circuit.acquire().is_err());
-        std::thread::sleep(Duration::from_millis(60));
+        std::thread::sleep(Duration::from_millis(320));
         let trial = circuit.acquire().unwrap();
         assert_eq!(circuit.view().phase, "half_open");
         // Only one trial at a time.
@@ -192,7 +192,7 @@ mod tests {
         // A failed trial opens it again at once.
         trial.fail("three");
         assert_eq!(circuit.view().phase, "open");
-        std::thread::sleep(Duration::from_millis(60));
+        std::thread::sleep(Duration::from_millis(320));
         circuit.acquire().unwrap().succeed();
         let view = circuit.view();
         assert_eq!((view.phase, view.consecutive_failures), ("closed", 0));

@@ -266,7 +266,7 @@ async fn streams_fall_back_only_before_their_first_chunk(db: TestDb) {
 async fn the_circuit_opens_after_repeated_failures_and_closes_after_a_trial(db: TestDb) {
     let c = chain(&db, |config| {
         config.circuit_failures = 2;
-        config.circuit_cooldown = Duration::from_millis(600);
+        config.circuit_cooldown = Duration::from_millis(2_000);
     })
     .await;
     let (_, health) = c.get("/health").await;
@@ -310,7 +310,7 @@ async fn the_circuit_opens_after_repeated_failures_and_closes_after_a_trial(db: 
     assert_eq!(answered_by(&events[events.len() - 2].1).0, "anthropic");
     assert_eq!(c.sim.journal_for(Provider::Openai).len(), 2);
     // After the cool-down one trial goes through; its success closes the circuit.
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
     let (_, body) = c.post("/chat", json!({"message": "trial"})).await;
     assert_eq!(answered_by(&body).0, "openai", "{body}");
     let (_, health) = c.get("/health").await;
@@ -323,7 +323,7 @@ async fn the_circuit_opens_after_repeated_failures_and_closes_after_a_trial(db: 
     for _ in 0..2 {
         c.post("/chat", json!({"message": "hi"})).await;
     }
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
     let (_, body) = c.post("/chat", json!({"message": "failed trial"})).await;
     assert_eq!(answered_by(&body).0, "anthropic");
     let asked = c.sim.journal_for(Provider::Openai).len();
