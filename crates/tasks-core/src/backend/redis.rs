@@ -23,9 +23,17 @@ use serde_json::{Map, Value as Json};
 use futures_util::StreamExt as _;
 use futures_util::stream::BoxStream;
 
+use std::collections::HashMap;
+
 use super::{BackendKind, Finished, TaskBackend};
-use crate::domain::{ClaimPolicy, Lease, Outcome, QueueDepth, TaskRecord, TaskStatus};
+use crate::domain::{
+    CancelOutcome, ClaimPolicy, Held, LastRun, Lease, Outcome, QueueDepth, TaskRecord, TaskStatus,
+};
 use crate::error::TasksError;
+
+/// Dead letters, periodic runs and cancellation (the scripts beyond the job's life cycle).
+#[path = "redis_admin.rs"]
+mod admin;
 
 /// The consumer group of every queue's stream.
 pub const GROUP: &str = "workers";
@@ -44,15 +52,17 @@ const ENQUEUE: &str = include_str!("lua/enqueue.lua");
 /// KEYS: delayed, stream. ARGV: batch size. Returns ms until the next delayed job (-1: none).
 const PROMOTE: &str = include_str!("lua/promote.lua");
 
-/// KEYS: job, stream. ARGV: entry id, group, token, now (RFC 3339), max tries, keep ms.
-/// Returns {attempt, task_name, args, kwargs}, or nil when the entry has nothing to run.
+/// KEYS: job, stream, dead. ARGV: entry id, group, token, now (RFC 3339), max tries, keep ms,
+/// finished channel. Returns {attempt, task_name, args, kwargs}, or nil when the entry has
+/// nothing to run.
 const START: &str = include_str!("lua/start.lua");
 
 /// KEYS: job, stream. ARGV: entry id, group, consumer, token. Renews a held lease.
 const HEARTBEAT: &str = include_str!("lua/heartbeat.lua");
 
-/// KEYS: job, stream, delayed. ARGV: entry id, group, token, mode, payload, now (RFC 3339),
-/// keep ms, delay ms, task id. Modes: completed, failed, retry, release.
+/// KEYS: job, stream, delayed, dead. ARGV: entry id, group, token, mode, payload, now (RFC 3339),
+/// keep ms, delay ms, task id, finished channel. Modes: completed, failed, retry, cancelled,
+/// release.
 const FINISH: &str = include_str!("lua/finish.lua");
 
 /// KEYS: stream. ARGV: group, consumer. Deletes the consumer when it holds nothing.
@@ -76,7 +86,9 @@ pub struct RedisBackend {
 struct Scripts {
     enqueue: String,
     promote: String,
+    start: String,
     finish: String,
+    dead_page: String,
 }
 
 /// How to reach Redis.
@@ -133,7 +145,9 @@ impl RedisBackend {
             scripts: Scripts {
                 enqueue: script(ENQUEUE),
                 promote: script(PROMOTE),
+                start: script(START),
                 finish: script(FINISH),
+                dead_page: script(admin::DEAD_PAGE),
             },
         })
     }
@@ -157,6 +171,11 @@ impl RedisBackend {
 
     fn delayed_key(&self, queue: &str) -> String {
         format!("{}delayed:{queue}", self.prefix)
+    }
+
+    /// The failed jobs still kept (dead letters): a sorted set scored by failure time.
+    fn dead_key(&self) -> String {
+        format!("{}dead", self.prefix)
     }
 
     async fn conn(&self) -> Result<Connection, TasksError> {
@@ -254,16 +273,18 @@ impl RedisBackend {
         let token = uuid::Uuid::new_v4().to_string();
         let job_key = self.job_key(&task_id);
         let started: Value = redis::cmd("EVAL")
-            .arg(START)
-            .arg(2)
+            .arg(&self.scripts.start)
+            .arg(3)
             .arg(&job_key)
             .arg(self.stream_key(queue))
+            .arg(self.dead_key())
             .arg(&entry)
             .arg(GROUP)
             .arg(&token)
             .arg(kernel::time::format(&kernel::time::now()))
             .arg(policy.max_tries)
             .arg(millis(policy.keep_result).max(1))
+            .arg(self.finished_channel())
             .query_async(conn)
             .await?;
         let Value::Array(fields) = started else {
@@ -299,10 +320,11 @@ impl RedisBackend {
         let mut conn = self.conn().await?;
         let done: i64 = redis::cmd("EVAL")
             .arg(&self.scripts.finish)
-            .arg(3)
+            .arg(4)
             .arg(self.job_key(&lease.task_id))
             .arg(self.stream_key(&lease.queue))
             .arg(self.delayed_key(&lease.queue))
+            .arg(self.dead_key())
             .arg(&lease.delivery)
             .arg(GROUP)
             .arg(&lease.token)
@@ -467,7 +489,7 @@ impl TaskBackend for RedisBackend {
         }
     }
 
-    async fn heartbeat(&self, lease: &Lease) -> Result<bool, TasksError> {
+    async fn heartbeat(&self, lease: &Lease) -> Result<Held, TasksError> {
         let mut conn = self.conn().await?;
         let held: i64 = redis::cmd("EVAL")
             .arg(HEARTBEAT)
@@ -480,7 +502,11 @@ impl TaskBackend for RedisBackend {
             .arg(&lease.token)
             .query_async(&mut conn)
             .await?;
-        Ok(held == 1)
+        Ok(match held {
+            0 => Held::Lost,
+            2 => Held::Cancelled,
+            _ => Held::Yes,
+        })
     }
 
     async fn finish(
@@ -502,6 +528,10 @@ impl TaskBackend for RedisBackend {
             }
             Outcome::Retry { error, delay } => {
                 self.settle(lease, "retry", error, keep, *delay).await
+            }
+            Outcome::Cancelled => {
+                self.settle(lease, "cancelled", "", keep, Duration::ZERO)
+                    .await
             }
         }
     }
@@ -569,6 +599,49 @@ impl TaskBackend for RedisBackend {
             }
         }
         Ok(removed)
+    }
+
+    async fn enqueue_scheduled(
+        &self,
+        job: &TaskRecord,
+        due_ms: i64,
+        claim_ttl: Duration,
+    ) -> Result<bool, TasksError> {
+        self.claim_scheduled(job, due_ms, claim_ttl).await
+    }
+
+    async fn last_runs(&self) -> Result<HashMap<String, LastRun>, TasksError> {
+        self.read_last_runs().await
+    }
+
+    async fn failed_page(
+        &self,
+        offset: u64,
+        limit: u64,
+        keep: Duration,
+    ) -> Result<(Vec<TaskRecord>, u64), TasksError> {
+        self.read_failed_page(offset, limit, keep).await
+    }
+
+    async fn retry_failed(&self, task_id: &str) -> Result<Option<TaskRecord>, TasksError> {
+        self.requeue_failed(task_id).await
+    }
+
+    async fn drop_failed(&self, task_id: &str) -> Result<bool, TasksError> {
+        self.delete_failed(task_id).await
+    }
+
+    async fn cancel(&self, task_id: &str, keep: Duration) -> Result<CancelOutcome, TasksError> {
+        self.cancel_job(task_id, keep).await
+    }
+
+    async fn cancellations(&self) -> Result<BoxStream<'static, String>, TasksError> {
+        let mut pubsub = self.client.get_async_pubsub().await?;
+        pubsub.subscribe(self.cancel_channel()).await?;
+        Ok(pubsub
+            .into_on_message()
+            .filter_map(|message| futures_util::future::ready(message.get_payload::<String>().ok()))
+            .boxed())
     }
 
     async fn forget_consumer(&self, queue: &str, consumer: &str) -> Result<(), TasksError> {
@@ -695,6 +768,9 @@ fn record_fields(job: &TaskRecord) -> Vec<(&'static str, String)> {
     if let Some(r) = &job.result {
         fields.push(("result", r.to_string()));
     }
+    if let Some(user) = job.enqueued_by {
+        fields.push(("enqueued_by", user.to_string()));
+    }
     fields
 }
 
@@ -736,6 +812,7 @@ fn record_from_fields(
         queued_at,
         started_at: get("started_at").and_then(parse_time),
         finished_at: get("finished_at").and_then(parse_time),
+        enqueued_by: get("enqueued_by").and_then(|u| u.parse().ok()),
     })
 }
 
@@ -776,6 +853,7 @@ mod tests {
         );
         job.result = Some(serde_json::json!({"a": 12345678901234567u64}));
         job.error = Some("boom".into());
+        job.enqueued_by = Some(7);
         let fields = record_fields(&job)
             .into_iter()
             .map(|(k, v)| (k.to_owned(), Some(v)))
