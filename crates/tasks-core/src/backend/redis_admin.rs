@@ -145,12 +145,13 @@ impl RedisBackend {
     ) -> Result<Option<TaskRecord>, TasksError> {
         use super::TaskBackend as _;
         // The queue of a job never changes: read it first, the script checks the rest.
-        let Some(record) = self.get(task_id).await? else {
+        let Some(mut record) = self.get(task_id).await? else {
             return Ok(None);
         };
         if record.status != TaskStatus::Failed {
             return Ok(None);
         }
+        let now = kernel::time::now();
         let mut conn = self.conn().await?;
         let done: i64 = redis::cmd("EVAL")
             .arg(DEAD_RETRY)
@@ -159,14 +160,21 @@ impl RedisBackend {
             .arg(self.job_key(task_id))
             .arg(self.stream_key(&record.queue))
             .arg(task_id)
-            .arg(kernel::time::format(&kernel::time::now()))
+            .arg(kernel::time::format(&now))
             .query_async(&mut conn)
             .await?;
-        drop(conn);
         if done != 1 {
             return Ok(None);
         }
-        self.get(task_id).await
+        // As the script left it (a worker may already be running it).
+        record.status = TaskStatus::Queued;
+        record.attempts = 0;
+        record.error = None;
+        record.result = None;
+        record.started_at = None;
+        record.finished_at = None;
+        record.queued_at = now;
+        Ok(Some(record))
     }
 
     pub(super) async fn delete_failed(&self, task_id: &str) -> Result<bool, TasksError> {

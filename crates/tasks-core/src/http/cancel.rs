@@ -12,7 +12,7 @@ use crate::service::{Canceller, TasksService};
 
 /// Cancels a task. A queued or delayed task is cancelled at once and never runs (200, status
 /// `cancelled`); a running one is asked to stop at its next await point (202, status still
-/// `in_progress`; its result turns `cancelled` once its worker has stopped it, or `completed` /
+/// `in_progress`, or 200 `cancelled` when its worker stopped it at once; its result turns `cancelled` once its worker has stopped it, or `completed` /
 /// `failed` if it ended first). Only the user who enqueued it, or an administrator, may cancel
 /// it: for anyone else it does not exist (404, as an unknown id).
 #[utoipa::path(
@@ -39,8 +39,9 @@ pub(super) async fn cancel_task(
         admin: user.has_role(Role::Admin),
     };
     let (outcome, record) = service.cancel(&task_id, &by).await?;
+    // A running task's worker may have stopped it already by the time it is read back.
     let status = match outcome {
-        CancelOutcome::Requested => StatusCode::ACCEPTED,
+        CancelOutcome::Requested if !record.status.is_finished() => StatusCode::ACCEPTED,
         _ => StatusCode::OK,
     };
     Ok(HttpResponse::build(status).json(TaskStatusResponse::from(record)))

@@ -131,8 +131,12 @@ async fn a_running_task_stops_at_its_next_await(h: Harness) {
 
     let asked = tokio::time::Instant::now();
     let (status, body) = delete(&server, &format!("/api/v1/tasks/{id}"), None).await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    assert_eq!(body["status"], "in_progress");
+    // Asked to stop (202), or already stopped by the time the answer was written (200).
+    match status {
+        StatusCode::ACCEPTED => assert_eq!(body["status"], "in_progress", "{body}"),
+        StatusCode::OK => assert_eq!(body["status"], "cancelled", "{body}"),
+        other => panic!("{other}: {body}"),
+    }
     let (status, body) = get(&server, &format!("/api/v1/tasks/result/{id}?wait=20")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "cancelled", "{body}");
