@@ -260,8 +260,9 @@ pub struct ResultQuery {
     pub wait: Option<String>,
 }
 
-/// A task's result: 200 when finished (completed or failed), 202 while pending. With `wait`,
-/// the answer comes when the task ends, or when `wait` seconds have passed (then 202).
+/// A task's result: 200 when finished (completed, failed or cancelled), 202 while pending.
+/// With `wait`, the answer comes when the task ends, or when `wait` seconds have passed (then
+/// 202).
 #[utoipa::path(
     tag = "tasks",
     security(("bearer" = [])),
