@@ -181,6 +181,11 @@ mod tests {
         let seconds = Schedule::parse("*/10 * * * * *").ok();
         let next = seconds.and_then(|s| s.next_after(at("2026-11-21T15:25:00.5Z")));
         assert_eq!(next, Some(at("2026-11-21T15:25:10Z")));
+        // Both day fields restricted: either matches (Vixie cron), so the next Friday comes
+        // before the next 13th. 2026-11-21 is a Saturday.
+        let either = Schedule::parse("0 0 13 * FRI").ok();
+        let next = either.and_then(|s| s.next_after(at("2026-11-21T12:00:00Z")));
+        assert_eq!(next, Some(at("2026-11-27T00:00:00Z")));
     }
 
     #[test]
