@@ -144,6 +144,11 @@ pub async fn compose(
                 .map_err(|e| ModuleError::new(module.name(), e))?;
         }
     }
+    if let Some(runner) = &runner {
+        runner
+            .check_registered()
+            .map_err(|e| ModuleError::new("tasks", e))?;
+    }
     Ok(Composed {
         pool,
         modules,

@@ -595,6 +595,10 @@ fn invalid_settings_are_refused_by_name() {
         (vec![("KEEL_MODULES", "auth,billing")], "KEEL_MODULES"),
         (vec![("LOG_FORMAT", "xml")], "LOG_FORMAT"),
         (vec![("BCRYPT_COST", "99")], "BCRYPT_COST"),
+        (
+            vec![("TASK_SCHEDULES", "cleanup_expired_data=every day")],
+            "TASK_SCHEDULES",
+        ),
         (vec![("APP_ENV", "production")], "SECRET_KEY"),
         (
             vec![("APP_ENV", "production"), ("SECRET_KEY", "short")],
@@ -719,6 +723,34 @@ fn cli_workers_run_tasks_on_redis() {
     let result = run(&["tasks", "result", &id, "--wait", "--timeout", "60"]);
     assert_eq!(result["status"], "completed", "{result}");
     assert_eq!(result["task_id"], id.as_str());
+    let schedules = run(&["tasks", "schedules"]);
+    assert_eq!(
+        schedules["schedules"][0]["task_name"], "cleanup_expired_data",
+        "{schedules}"
+    );
+    let failed = run(&["tasks", "failed", "list", "--page-size", "5"]);
+    assert_eq!(failed["page_size"], 5, "{failed}");
+    let missing = command(&["tasks", "failed", "retry", "no-such-task"])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("Failed task not found: no-such-task"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+    // A schedule naming a task no module registers stops the worker at start.
+    let refused = command(&["worker"])
+        .env("WORKER_PROCESSES", "1")
+        .env("TASK_SCHEDULES", "no_such_task=@daily")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("no_such_task") && stderr.contains("TASK_SCHEDULES"),
+        "{stderr}"
+    );
     let killed = Command::new("kill")
         .args(["-TERM", &supervisor.id().to_string()])
         .status()

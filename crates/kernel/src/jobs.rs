@@ -84,6 +84,10 @@ pub struct TaskDef {
     /// Checks the arguments at enqueue.
     pub check: Option<ArgsCheck>,
     pub kind: TaskKind,
+    /// When the task runs by itself: a cron expression (`0 3 * * *`, UTC) or an interval
+    /// (`@every 15m`); `None`: only when enqueued. The task runner checks it at registration,
+    /// and a deployer may override it (tasks-core's `TASK_SCHEDULES`).
+    pub schedule: Option<String>,
 }
 
 impl TaskDef {
@@ -96,6 +100,7 @@ impl TaskDef {
             timeout: None,
             check: None,
             kind: TaskKind::Task,
+            schedule: None,
         }
     }
 
@@ -108,6 +113,7 @@ impl TaskDef {
             timeout: None,
             check: None,
             kind: TaskKind::Cleanup,
+            schedule: None,
         }
     }
 
@@ -121,6 +127,14 @@ impl TaskDef {
         self.check = Some(check);
         self
     }
+
+    /// Runs the task periodically: a cron expression (five fields, or six with seconds first;
+    /// `@daily`, `@hourly`...; UTC) or an interval `@every <n>s|m|h|d`. Each due run is enqueued
+    /// once, however many workers run.
+    pub fn with_schedule(mut self, schedule: impl Into<String>) -> Self {
+        self.schedule = Some(schedule.into());
+        self
+    }
 }
 
 impl std::fmt::Debug for TaskDef {
@@ -130,6 +144,7 @@ impl std::fmt::Debug for TaskDef {
             .field("queue", &self.queue)
             .field("timeout", &self.timeout)
             .field("kind", &self.kind)
+            .field("schedule", &self.schedule)
             .finish_non_exhaustive()
     }
 }
@@ -160,6 +175,12 @@ pub trait TaskRunner: Send + Sync {
     /// One worker process (`keel worker`) on `queues` (empty: every queue) until SIGTERM or
     /// SIGINT.
     async fn run_worker(&self, queues: &[String]) -> Result<(), String>;
+
+    /// Checks what can only be checked once every module's tasks are registered (e.g. that the
+    /// deployer's schedules name registered tasks). The server calls it before it starts.
+    fn check_registered(&self) -> Result<(), JobError> {
+        Ok(())
+    }
 }
 
 impl crate::capability::Capability for dyn JobQueue {

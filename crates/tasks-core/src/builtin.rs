@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::domain::{QUEUE_LOAD_TEST, QUEUE_SYSTEM, TaskStatus};
 use crate::registry::TaskDefinition;
+use crate::schedule::Schedule;
 use crate::service::TasksService;
 
 pub const IO_SIMULATION: &str = "io_simulation_task";
@@ -19,6 +20,8 @@ pub const FAILURE_TESTING: &str = "failure_testing_task";
 pub const LOAD_TEST_ORCHESTRATOR: &str = "load_test_orchestrator";
 pub const SYSTEM_HEALTH_CHECK: &str = "system_health_check";
 pub const CLEANUP_EXPIRED_DATA: &str = "cleanup_expired_data";
+/// When `cleanup_expired_data` runs unless `TASK_SCHEDULES` says otherwise: daily at 00:00 UTC.
+pub const CLEANUP_SCHEDULE: &str = "@daily";
 
 /// Where the built-in tasks get their randomness (`failure_testing_task`'s roll); tests inject
 /// [`SequenceRandom`] to make it deterministic.
@@ -125,11 +128,14 @@ pub(crate) fn register_builtins(service: &Arc<TasksService>) -> Result<(), crate
             QUEUE_SYSTEM,
             service_task(service, system_health_check),
         ),
-        TaskDefinition::new(
-            CLEANUP_EXPIRED_DATA,
-            QUEUE_SYSTEM,
-            service_task(service, cleanup_expired_data),
-        ),
+        TaskDefinition {
+            schedule: Schedule::parse(CLEANUP_SCHEDULE).ok(),
+            ..TaskDefinition::new(
+                CLEANUP_EXPIRED_DATA,
+                QUEUE_SYSTEM,
+                service_task(service, cleanup_expired_data),
+            )
+        },
     ];
     for def in defs {
         service.register(def)?;

@@ -1,4 +1,4 @@
-//! `keel tasks list|enqueue|result`, and what `keel worker --queues` parses. Answers are the same
+//! `keel tasks list|enqueue|result|schedules|failed`, and what `keel worker --queues` parses. Answers are the same
 //! bodies as the HTTP API, printed as JSON.
 
 use std::time::Duration;
@@ -10,7 +10,10 @@ use serde_json::{Map, Value};
 
 use crate::TasksModule;
 use crate::error::TasksError;
-use crate::http::{EnqueueResponse, TaskListResponse, TaskStatusResponse};
+use crate::http::{
+    EnqueueResponse, FailedListResponse, FailedTaskResponse, ScheduleListResponse,
+    ScheduleResponse, TaskListResponse, TaskStatusResponse,
+};
 
 /// The command's name: `keel tasks`.
 pub const COMMAND: &str = "tasks";
@@ -40,6 +43,29 @@ pub enum TasksCommand {
         #[arg(long, default_value_t = 60)]
         timeout: u64,
     },
+    /// Periodic tasks with their next and latest runs. Needs Redis.
+    Schedules,
+    /// Failed tasks kept for WORKER_KEEP_RESULT_SECONDS (dead letters). Needs Redis.
+    Failed {
+        #[command(subcommand)]
+        command: FailedCommand,
+    },
+}
+
+/// `keel tasks failed ...`.
+#[derive(Debug, Subcommand)]
+pub enum FailedCommand {
+    /// A page of failed tasks, most recent failure first.
+    List {
+        #[arg(long, default_value_t = 1)]
+        page: i64,
+        #[arg(long, default_value_t = kernel::pagination::DEFAULT_PAGE_SIZE)]
+        page_size: i64,
+    },
+    /// Queue a failed task again (same id, attempts start over) and remove it from the list.
+    Retry { id: String },
+    /// Remove a failed task for good.
+    Drop { id: String },
 }
 
 /// `keel tasks`.
@@ -71,6 +97,21 @@ pub async fn run(module: &TasksModule, matches: &ArgMatches) -> Result<(), Strin
             let wait = wait.then(|| Duration::from_secs(timeout));
             serde_json::to_string_pretty(&module.cli_result(&id, wait).await.map_err(fail)?)
         }
+        TasksCommand::Schedules => {
+            serde_json::to_string_pretty(&module.cli_schedules().await.map_err(fail)?)
+        }
+        TasksCommand::Failed { command } => match command {
+            FailedCommand::List { page, page_size } => serde_json::to_string_pretty(
+                &module.cli_failed(page, page_size).await.map_err(fail)?,
+            ),
+            FailedCommand::Retry { id } => {
+                serde_json::to_string_pretty(&module.cli_retry_failed(&id).await.map_err(fail)?)
+            }
+            FailedCommand::Drop { id } => {
+                module.cli_drop_failed(&id).await.map_err(fail)?;
+                serde_json::to_string_pretty(&serde_json::json!({"dropped": id}))
+            }
+        },
     };
     println!("{}", json.map_err(|e| e.to_string())?);
     Ok(())
@@ -129,6 +170,51 @@ impl TasksModule {
                 _ => return Ok(record.into()),
             }
         }
+    }
+}
+
+impl TasksModule {
+    /// `keel tasks schedules`: the periodic tasks with their next and latest runs.
+    pub async fn cli_schedules(&self) -> Result<ScheduleListResponse, TasksError> {
+        self.require_shared_backend()?;
+        let views = self.service.schedule_views().await?;
+        Ok(ScheduleListResponse {
+            schedules: views.into_iter().map(ScheduleResponse::from).collect(),
+        })
+    }
+
+    /// `keel tasks failed list [--page N] [--page-size N]`.
+    pub async fn cli_failed(
+        &self,
+        page: i64,
+        page_size: i64,
+    ) -> Result<FailedListResponse, TasksError> {
+        self.require_shared_backend()?;
+        let page = kernel::pagination::PageParams {
+            page: Some(page),
+            page_size: Some(page_size),
+        }
+        .resolve()
+        .map_err(|e| TasksError::Invalid(e.detail().to_string()))?;
+        let (tasks, total) = self.service.failed(page).await?;
+        Ok(FailedListResponse {
+            tasks: tasks.into_iter().map(FailedTaskResponse::from).collect(),
+            total,
+            page: page.page,
+            page_size: page.page_size,
+        })
+    }
+
+    /// `keel tasks failed retry ID`.
+    pub async fn cli_retry_failed(&self, task_id: &str) -> Result<TaskStatusResponse, TasksError> {
+        self.require_shared_backend()?;
+        Ok(self.service.retry_failed(task_id).await?.into())
+    }
+
+    /// `keel tasks failed drop ID`.
+    pub async fn cli_drop_failed(&self, task_id: &str) -> Result<(), TasksError> {
+        self.require_shared_backend()?;
+        self.service.drop_failed(task_id).await
     }
 }
 

@@ -5,6 +5,8 @@ use std::time::Duration;
 use kernel::ConfigError;
 use kernel::config::{flag, parse, parse_in_range, var};
 
+use crate::schedule::{ScheduleOverride, parse_overrides};
+
 /// Which queue backend to use (`TASKS_BACKEND`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendChoice {
@@ -68,6 +70,8 @@ pub struct TasksConfig {
     /// `WORKER_POLL_INTERVAL_SECONDS` (default 1): the longest an idle worker waits before it looks
     /// again for delayed jobs, retries and jobs of dead workers. New jobs wake it at once.
     pub poll_interval: Duration,
+    /// `TASK_SCHEDULES`: schedules added or overridden (or turned off) by the deployer.
+    pub schedules: Vec<ScheduleOverride>,
 }
 
 impl Default for TasksConfig {
@@ -89,6 +93,7 @@ impl Default for TasksConfig {
             retry_backoff_max: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(30),
             poll_interval: Duration::from_secs(1),
+            schedules: Vec::new(),
         }
     }
 }
@@ -163,6 +168,12 @@ impl TasksConfig {
             retry_backoff_max,
             shutdown_timeout: seconds("WORKER_SHUTDOWN_TIMEOUT_SECONDS", d.shutdown_timeout, 0.0)?,
             poll_interval: seconds("WORKER_POLL_INTERVAL_SECONDS", d.poll_interval, 0.01)?,
+            schedules: match var("TASK_SCHEDULES") {
+                None => Vec::new(),
+                Some(raw) => {
+                    parse_overrides(&raw).map_err(|e| ConfigError::new("TASK_SCHEDULES", e))?
+                }
+            },
         })
     }
 

@@ -22,6 +22,8 @@ pub enum TaskStatus {
     Completed,
     /// Finished with an error after its last attempt.
     Failed,
+    /// Cancelled before it finished (`DELETE /api/v1/tasks/{task_id}`).
+    Cancelled,
 }
 
 impl TaskStatus {
@@ -31,6 +33,7 @@ impl TaskStatus {
             TaskStatus::InProgress => "in_progress",
             TaskStatus::Completed => "completed",
             TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
         }
     }
 
@@ -40,13 +43,17 @@ impl TaskStatus {
             TaskStatus::InProgress,
             TaskStatus::Completed,
             TaskStatus::Failed,
+            TaskStatus::Cancelled,
         ]
         .into_iter()
         .find(|s| s.as_str() == raw)
     }
 
     pub fn is_finished(self) -> bool {
-        matches!(self, TaskStatus::Completed | TaskStatus::Failed)
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+        )
     }
 }
 
@@ -68,6 +75,9 @@ pub struct TaskRecord {
     /// When the latest attempt started.
     pub started_at: Option<NaiveDateTime>,
     pub finished_at: Option<NaiveDateTime>,
+    /// The user who enqueued it through the API (`None`: a module, the scheduler, the CLI, or
+    /// an open deployment). They may cancel it.
+    pub enqueued_by: Option<i64>,
 }
 
 impl TaskRecord {
@@ -91,6 +101,7 @@ impl TaskRecord {
             queued_at: kernel::time::now(),
             started_at: None,
             finished_at: None,
+            enqueued_by: None,
         }
     }
 }
@@ -124,15 +135,18 @@ pub enum Outcome {
         error: String,
         delay: Duration,
     },
+    /// The attempt was stopped because the job was cancelled.
+    Cancelled,
 }
 
 impl Outcome {
-    /// The outcome as the job metric counts it.
-    pub fn metric(&self) -> kernel::metrics::JobOutcome {
+    /// The outcome as the job metric counts it (a cancelled job is not counted).
+    pub fn metric(&self) -> Option<kernel::metrics::JobOutcome> {
         match self {
-            Outcome::Completed(_) => kernel::metrics::JobOutcome::Succeeded,
-            Outcome::Retry { .. } => kernel::metrics::JobOutcome::Retried,
-            Outcome::Failed(_) => kernel::metrics::JobOutcome::Failed,
+            Outcome::Completed(_) => Some(kernel::metrics::JobOutcome::Succeeded),
+            Outcome::Retry { .. } => Some(kernel::metrics::JobOutcome::Retried),
+            Outcome::Failed(_) => Some(kernel::metrics::JobOutcome::Failed),
+            Outcome::Cancelled => None,
         }
     }
 }
@@ -158,6 +172,40 @@ pub struct QueueDepth {
     pub scheduled: u64,
     /// Held by a worker.
     pub in_progress: u64,
+}
+
+/// The `error` of a cancelled job.
+pub const CANCELLED_ERROR: &str = "Task cancelled";
+
+/// Whether a running job may go on after its lease was renewed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Still held: go on.
+    Yes,
+    /// Taken over by another worker (or gone): stop without storing anything.
+    Lost,
+    /// Still held, but the job was cancelled: stop and store the cancellation.
+    Cancelled,
+}
+
+/// What `DELETE /api/v1/tasks/{task_id}` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// Unknown or expired.
+    Missing,
+    /// It was queued or delayed: it is cancelled now and will not run.
+    Cancelled,
+    /// It is running: its worker was asked to stop it.
+    Requested,
+    /// It had already ended this way.
+    Finished(TaskStatus),
+}
+
+/// A task's latest scheduled run: its due time (Unix ms) and the job it enqueued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastRun {
+    pub due_ms: i64,
+    pub task_id: String,
 }
 
 /// The error of a job whose worker died during its last allowed attempt.
@@ -187,6 +235,7 @@ mod tests {
             TaskStatus::InProgress,
             TaskStatus::Completed,
             TaskStatus::Failed,
+            TaskStatus::Cancelled,
         ] {
             assert_eq!(TaskStatus::parse(s.as_str()), Some(s));
             assert_eq!(

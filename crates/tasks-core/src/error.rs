@@ -25,6 +25,14 @@ pub enum TasksError {
     },
     #[error("Task not found: {0}")]
     NotFound(String),
+    /// Not a failed job still kept (a dead letter).
+    #[error("Failed task not found: {0}")]
+    DeadLetterNotFound(String),
+    /// `DELETE /{task_id}` of a job that has already ended.
+    #[error(
+        "Task {task_id} has already finished ({status}); only queued, delayed or running tasks can be cancelled"
+    )]
+    AlreadyFinished { task_id: String, status: String },
     /// A request value out of its range.
     #[error("{0}")]
     Invalid(String),
@@ -60,7 +68,10 @@ impl From<TasksError> for ApiError {
             TasksError::WrongQueue { .. } | TasksError::InvalidArguments { .. } => {
                 ApiError::bad_request(detail)
             }
-            TasksError::NotFound(_) => ApiError::not_found(detail),
+            TasksError::NotFound(_) | TasksError::DeadLetterNotFound(_) => {
+                ApiError::not_found(detail)
+            }
+            TasksError::AlreadyFinished { .. } => ApiError::new(StatusCode::CONFLICT, detail),
             TasksError::Invalid(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail),
             TasksError::Unavailable(_) => ApiError::service_unavailable(detail),
             TasksError::AlreadyRegistered(_)

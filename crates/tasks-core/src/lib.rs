@@ -53,10 +53,13 @@ mod builtin;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod config;
+mod dead_letters;
 mod domain;
 mod error;
 mod http;
 mod registry;
+mod schedule;
+mod scheduler;
 mod service;
 mod waiters;
 mod worker;
@@ -71,11 +74,16 @@ pub mod testing {
     pub use crate::builtin::{RandomSource, SequenceRandom, SystemRandom};
 }
 pub use config::{BackendChoice, TasksConfig};
-pub use domain::{QUEUE_LOAD_TEST, QUEUE_SYSTEM, TaskRecord, TaskStatus};
+pub use domain::{CancelOutcome, QUEUE_LOAD_TEST, QUEUE_SYSTEM, TaskRecord, TaskStatus};
 pub use error::TasksError;
-pub use http::{EnqueueBody, EnqueueResponse, TaskListResponse, TaskStatusResponse};
+pub use http::{
+    EnqueueBody, EnqueueResponse, FailedListResponse, FailedTaskResponse, ScheduleListResponse,
+    ScheduleResponse, TaskListResponse, TaskStatusResponse,
+};
 pub use registry::TaskDefinition;
-pub use service::TasksService;
+pub use schedule::{Schedule, ScheduleOverride, parse_overrides};
+pub use scheduler::{ScheduleSource, ScheduleView, ScheduledTask};
+pub use service::{Canceller, TasksService};
 pub use worker::WorkerHandle;
 
 use backend::redis::RedisSettings;
@@ -430,9 +438,20 @@ impl TaskRunner for TasksModule {
                 Ok(())
             }
             TaskKind::Task => {
+                let schedule = match task.schedule.as_deref().map(schedule::Schedule::parse) {
+                    None => None,
+                    Some(Ok(schedule)) => Some(schedule),
+                    Some(Err(reason)) => {
+                        return Err(JobError::Registration {
+                            name,
+                            reason: format!("its schedule: {reason}"),
+                        });
+                    }
+                };
                 let mut definition = TaskDefinition::new(task.name, task.queue, task.handler);
                 definition.timeout = task.timeout;
                 definition.check = task.check;
+                definition.schedule = schedule;
                 self.register_task(definition)
                     .map_err(|e| JobError::Registration {
                         name,
@@ -452,6 +471,10 @@ impl TaskRunner for TasksModule {
 
     fn worker_processes(&self) -> usize {
         self.config().worker_processes
+    }
+
+    fn check_registered(&self) -> Result<(), JobError> {
+        self.service.check_schedules()
     }
 
     async fn run_worker(&self, queues: &[String]) -> Result<(), String> {

@@ -8,6 +8,7 @@ use kernel::jobs::{ArgsCheck, TaskFn};
 
 use crate::domain::{QUEUE_LOAD_TEST, QUEUE_SYSTEM, valid_name};
 use crate::error::TasksError;
+use crate::schedule::Schedule;
 
 /// A task: its name, its one queue, its handler and optionally its own time limit.
 #[derive(Clone)]
@@ -19,6 +20,8 @@ pub struct TaskDefinition {
     pub timeout: Option<Duration>,
     /// Checks the arguments at enqueue.
     pub check: Option<ArgsCheck>,
+    /// When it runs by itself (`TASK_SCHEDULES` may override it).
+    pub schedule: Option<Schedule>,
 }
 
 impl TaskDefinition {
@@ -29,7 +32,14 @@ impl TaskDefinition {
             handler,
             timeout: None,
             check: None,
+            schedule: None,
         }
+    }
+
+    /// Runs the task periodically (see [`Schedule::parse`]).
+    pub fn with_schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = Some(schedule);
+        self
     }
 
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
@@ -50,6 +60,7 @@ impl std::fmt::Debug for TaskDefinition {
             .field("name", &self.name)
             .field("queue", &self.queue)
             .field("timeout", &self.timeout)
+            .field("schedule", &self.schedule.as_ref().map(Schedule::as_str))
             .finish_non_exhaustive()
     }
 }
@@ -144,6 +155,16 @@ impl Registry {
                 .push(def.name.clone());
         }
         map
+    }
+
+    /// Every task with its own schedule: (name, queue, schedule).
+    pub fn scheduled(&self) -> Vec<(String, String, Schedule)> {
+        self.tasks
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter_map(|d| Some((d.name.clone(), d.queue.clone(), d.schedule.clone()?)))
+            .collect()
     }
 
     pub fn add_cleanup(&self, name: String, hook: TaskFn) {

@@ -10,7 +10,7 @@ use kernel::jobs::{EnqueueRequest, JobError, JobQueue, TaskInput};
 use crate::backend::{BackendKind, TaskBackend};
 use crate::builtin::RandomSource;
 use crate::config::TasksConfig;
-use crate::domain::{ClaimPolicy, QueueDepth, TaskRecord};
+use crate::domain::{CancelOutcome, ClaimPolicy, QueueDepth, TaskRecord, TaskStatus};
 use crate::error::TasksError;
 use crate::registry::{Registry, TaskDefinition};
 use crate::waiters::Waiters;
@@ -115,6 +115,15 @@ impl TasksService {
 
     /// Queues a registered task. The task name is checked first, then the queue.
     pub async fn enqueue(&self, request: EnqueueRequest) -> Result<Enqueued, TasksError> {
+        self.enqueue_as(request, None).await
+    }
+
+    /// Queues a registered task for a user of the API, who may then cancel it.
+    pub async fn enqueue_as(
+        &self,
+        request: EnqueueRequest,
+        enqueued_by: Option<i64>,
+    ) -> Result<Enqueued, TasksError> {
         let def = self
             .registry
             .get(&request.task_name)
@@ -153,7 +162,8 @@ impl TasksService {
                 message,
             })?;
         }
-        let record = TaskRecord::new(def.name, def.queue, input.args, input.kwargs);
+        let mut record = TaskRecord::new(def.name, def.queue, input.args, input.kwargs);
+        record.enqueued_by = enqueued_by;
         let delay = Duration::from_secs(request.delay_seconds);
         self.backend.enqueue(&record, delay).await?;
         let estimated_start = record.queued_at
@@ -200,6 +210,39 @@ impl TasksService {
         }
     }
 
+    /// Cancels a queued or delayed job, or asks the worker running it to stop; returns what was
+    /// done and the job as it is now. Only its enqueuer or an administrator may: anyone else is
+    /// told it does not exist (404), as for an unknown id. A job already cancelled answers as
+    /// if cancelled now; one that completed or failed is refused (409).
+    pub async fn cancel(
+        &self,
+        task_id: &str,
+        by: &Canceller,
+    ) -> Result<(CancelOutcome, TaskRecord), TasksError> {
+        let record = self.status(task_id).await?;
+        if !by.may_cancel(&record) {
+            return Err(TasksError::NotFound(task_id.to_owned()));
+        }
+        let outcome = self
+            .backend
+            .cancel(task_id, self.config.keep_result)
+            .await?;
+        match outcome {
+            CancelOutcome::Missing => Err(TasksError::NotFound(task_id.to_owned())),
+            CancelOutcome::Finished(TaskStatus::Cancelled) => {
+                Ok((CancelOutcome::Cancelled, self.status(task_id).await?))
+            }
+            CancelOutcome::Finished(status) => Err(TasksError::AlreadyFinished {
+                task_id: task_id.to_owned(),
+                status: status.as_str().to_owned(),
+            }),
+            CancelOutcome::Cancelled | CancelOutcome::Requested => {
+                tracing::info!(task_id, ?outcome, "task cancellation");
+                Ok((outcome, self.status(task_id).await?))
+            }
+        }
+    }
+
     /// How many result requests wait for their job now.
     pub fn waiting(&self) -> usize {
         self.waiters.count()
@@ -217,6 +260,21 @@ impl TasksService {
             queues,
             depths,
         })
+    }
+}
+
+/// Who asks to cancel a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Canceller {
+    /// The user, when the caller is one.
+    pub user_id: Option<i64>,
+    /// An administrator (or an open deployment, where everyone is).
+    pub admin: bool,
+}
+
+impl Canceller {
+    fn may_cancel(&self, record: &TaskRecord) -> bool {
+        self.admin || (self.user_id.is_some() && self.user_id == record.enqueued_by)
     }
 }
 

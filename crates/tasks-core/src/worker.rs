@@ -7,18 +7,48 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use futures_util::FutureExt;
+use futures_util::{FutureExt, StreamExt as _};
 use kernel::jobs::{TaskInput, TaskResult};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::backend::TaskBackend;
-use crate::domain::{Lease, Outcome};
+use crate::domain::{Held, Lease, Outcome};
 use crate::registry::TaskDefinition;
 use crate::service::TasksService;
 
 type Running = Arc<Mutex<HashMap<String, Lease>>>;
+
+/// The running jobs of one worker process that can be told to stop, by task id.
+#[derive(Default)]
+struct Stoppers(Mutex<HashMap<String, Arc<Notify>>>);
+
+impl Stoppers {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Notify>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn add(&self, task_id: &str) -> Arc<Notify> {
+        let notify = Arc::new(Notify::new());
+        self.lock().insert(task_id.to_owned(), notify.clone());
+        notify
+    }
+
+    fn remove(&self, task_id: &str) {
+        self.lock().remove(task_id);
+    }
+
+    fn stop(&self, task_id: &str) {
+        if let Some(notify) = self.lock().get(task_id) {
+            // Kept as a permit if the job's runner is not waiting yet.
+            notify.notify_one();
+        }
+    }
+}
+
+/// How long the cancellation listener waits before listening again after its connection failed.
+const RELISTEN_DELAY: Duration = Duration::from_millis(500);
 
 /// A running worker. Stop it with [`WorkerHandle::shutdown`]; dropping the handle also stops it
 /// (in the background, with `WORKER_SHUTDOWN_TIMEOUT_SECONDS`).
@@ -84,7 +114,8 @@ fn consumer_name() -> String {
 pub(crate) fn start(service: Arc<TasksService>, queues: Vec<String>) -> WorkerHandle {
     let consumer = consumer_name();
     let (stop, stopped) = watch::channel(None);
-    let loops = queues
+    let stoppers = Arc::new(Stoppers::default());
+    let mut loops: Vec<JoinHandle<()>> = queues
         .iter()
         .map(|queue| {
             tokio::spawn(queue_loop(
@@ -92,9 +123,19 @@ pub(crate) fn start(service: Arc<TasksService>, queues: Vec<String>) -> WorkerHa
                 queue.clone(),
                 consumer.clone(),
                 stopped.clone(),
+                stoppers.clone(),
             ))
         })
         .collect();
+    loops.push(tokio::spawn(listen_for_cancels(
+        service.clone(),
+        stopped.clone(),
+        stoppers,
+    )));
+    loops.push(tokio::spawn(crate::scheduler::run(
+        service.clone(),
+        stopped.clone(),
+    )));
     tracing::info!(%consumer, queues = ?queues, backend = service.backend().kind().as_str(), "worker started");
     WorkerHandle {
         stop,
@@ -114,6 +155,7 @@ async fn queue_loop(
     queue: String,
     consumer: String,
     mut stop: watch::Receiver<Option<Instant>>,
+    stoppers: Arc<Stoppers>,
 ) {
     let config = service.config().clone();
     let policy = service.claim_policy();
@@ -169,7 +211,14 @@ async fn queue_loop(
                         break;
                     };
                     lock(&running).insert(lease.task_id.clone(), lease.clone());
-                    jobs.spawn(run_job(service.clone(), lease, permit, running.clone()));
+                    let cancelled = stoppers.add(&lease.task_id);
+                    jobs.spawn(run_job(
+                        service.clone(),
+                        lease,
+                        permit,
+                        running.clone(),
+                        (stoppers.clone(), cancelled),
+                    ));
                 }
             }
             Err(e) => {
@@ -217,6 +266,7 @@ async fn run_job(
     lease: Lease,
     _permit: OwnedSemaphorePermit,
     running: Running,
+    (stoppers, cancelled): (Arc<Stoppers>, Arc<Notify>),
 ) {
     let config = service.config();
     let outcome = match service.registry().get(&lease.task_name) {
@@ -240,7 +290,12 @@ async fn run_job(
                     },
                     Err(error) => Outcome::Failed(error),
                 }),
-                () = keep_alive(service.backend().as_ref(), &lease, config.visibility_timeout) => None,
+                held = keep_alive(service.backend().as_ref(), &lease, config.visibility_timeout) => match held {
+                    Held::Cancelled => Some(Outcome::Cancelled),
+                    Held::Lost | Held::Yes => None,
+                },
+                // Cancelled: the handler's future is dropped here, at its current await point.
+                () = cancelled.notified() => Some(Outcome::Cancelled),
             }
         }
     };
@@ -258,6 +313,7 @@ async fn run_job(
             "another worker took the task over; this attempt was stopped"),
     }
     lock(&running).remove(&lease.task_id);
+    stoppers.remove(&lease.task_id);
 }
 
 /// Runs one attempt: its result, or why it failed (error, panic or time limit).
@@ -282,14 +338,15 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".to_owned())
 }
 
-/// Renews the lease every third of the visibility timeout; returns when the lease is lost.
-async fn keep_alive(backend: &dyn TaskBackend, lease: &Lease, visibility: Duration) {
+/// Renews the lease every third of the visibility timeout; returns when the lease is lost or the
+/// job was cancelled (a cancellation whose announcement was missed is found here).
+async fn keep_alive(backend: &dyn TaskBackend, lease: &Lease, visibility: Duration) -> Held {
     let every = (visibility / 3).max(Duration::from_millis(10));
     loop {
         tokio::time::sleep(every).await;
         match backend.heartbeat(lease).await {
-            Ok(true) => {}
-            Ok(false) => return,
+            Ok(Held::Yes) => {}
+            Ok(other) => return other,
             Err(e) => {
                 tracing::warn!(task_id = %lease.task_id, error = %e, "cannot renew the lease")
             }
@@ -303,8 +360,13 @@ async fn settle(backend: &dyn TaskBackend, lease: &Lease, outcome: Outcome, keep
     for _ in 0..6 {
         match backend.finish(lease, &outcome, keep).await {
             Ok(true) => {
-                kernel::metrics::task_job(&lease.queue, outcome.metric());
+                if let Some(metric) = outcome.metric() {
+                    kernel::metrics::task_job(&lease.queue, metric);
+                }
                 match &outcome {
+                    Outcome::Cancelled => {
+                        tracing::info!(task_id = %lease.task_id, task = %lease.task_name, "task cancelled while running")
+                    }
                     Outcome::Completed(_) => {
                         tracing::debug!(task_id = %lease.task_id, task = %lease.task_name, "task completed")
                     }
@@ -333,4 +395,41 @@ async fn settle(backend: &dyn TaskBackend, lease: &Lease, outcome: Outcome, keep
     }
     tracing::error!(task_id = %lease.task_id,
         "could not store the outcome; the task runs again after the visibility timeout");
+}
+
+/// Tells running jobs of this process to stop when their cancellation is announced, until the
+/// worker stops. Listens again when the connection drops; a request missed meanwhile is found
+/// by the job's next lease renewal.
+async fn listen_for_cancels(
+    service: Arc<TasksService>,
+    mut stop: watch::Receiver<Option<Instant>>,
+    stoppers: Arc<Stoppers>,
+) {
+    let backend = service.backend().clone();
+    loop {
+        if stop.borrow_and_update().is_some() {
+            return;
+        }
+        let listening = async {
+            match backend.cancellations().await {
+                Ok(mut ids) => {
+                    while let Some(id) = ids.next().await {
+                        stoppers.stop(&id);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "cannot listen for task cancellations")
+                }
+            }
+            tokio::time::sleep(RELISTEN_DELAY).await;
+        };
+        tokio::select! {
+            changed = stop.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = listening => {}
+        }
+    }
 }

@@ -11,7 +11,8 @@ use tokio::sync::{Notify, broadcast};
 
 use super::{BackendKind, Finished, TaskBackend};
 use crate::domain::{
-    ClaimPolicy, Lease, Outcome, QueueDepth, TaskRecord, TaskStatus, worker_lost_error,
+    CANCELLED_ERROR, CancelOutcome, ClaimPolicy, Held, LastRun, Lease, Outcome, QueueDepth,
+    TaskRecord, TaskStatus, worker_lost_error,
 };
 use crate::error::TasksError;
 
@@ -26,6 +27,8 @@ pub struct MemoryBackend {
     notify: Notify,
     /// Announces jobs that end (see [`TaskBackend::finished`]).
     finished: broadcast::Sender<String>,
+    /// Announces running jobs to stop (see [`TaskBackend::cancellations`]).
+    cancels: broadcast::Sender<String>,
 }
 
 impl Default for MemoryBackend {
@@ -34,6 +37,7 @@ impl Default for MemoryBackend {
             inner: Mutex::default(),
             notify: Notify::new(),
             finished: broadcast::channel(FINISHED_BACKLOG).0,
+            cancels: broadcast::channel(FINISHED_BACKLOG).0,
         }
     }
 }
@@ -43,6 +47,9 @@ struct Inner {
     jobs: HashMap<String, Stored>,
     queues: HashMap<String, MemQueue>,
     seq: u64,
+    /// Claimed runs of periodic tasks: (task, due ms) until when the claim is kept.
+    claims: HashMap<(String, i64), Instant>,
+    last_runs: HashMap<String, LastRun>,
 }
 
 struct Stored {
@@ -51,6 +58,32 @@ struct Stored {
     lease: Option<String>,
     /// Set when the job is finished.
     expires_at: Option<Instant>,
+    /// Its cancellation was asked for while it ran.
+    cancel_requested: bool,
+}
+
+impl Stored {
+    fn new(record: TaskRecord) -> Stored {
+        Stored {
+            record,
+            lease: None,
+            expires_at: None,
+            cancel_requested: false,
+        }
+    }
+
+    /// Ends the job as cancelled.
+    fn cancelled(&mut self, expires_at: Instant) {
+        self.record.status = TaskStatus::Cancelled;
+        self.record.error = Some(CANCELLED_ERROR.to_owned());
+        self.record.finished_at = Some(kernel::time::now());
+        self.lease = None;
+        self.expires_at = Some(expires_at);
+    }
+
+    fn is_kept_failure(&self, now: Instant) -> bool {
+        self.record.status == TaskStatus::Failed && self.expires_at.is_none_or(|t| t > now)
+    }
 }
 
 #[derive(Default)]
@@ -92,6 +125,7 @@ impl Inner {
         max: usize,
         now: Instant,
         policy: &ClaimPolicy,
+        finished: &broadcast::Sender<String>,
     ) -> Vec<Lease> {
         let q = self.queues.entry(queue.to_owned()).or_default();
         while let Some((due, _, _)) = q.delayed.first() {
@@ -126,10 +160,15 @@ impl Inner {
             let Some(stored) = self.jobs.get_mut(&id) else {
                 continue;
             };
-            let record = &mut stored.record;
-            if record.status.is_finished() {
+            if stored.record.status.is_finished() {
                 continue;
             }
+            if stored.cancel_requested {
+                stored.cancelled(now + policy.keep_result);
+                let _ = finished.send(id);
+                continue;
+            }
+            let record = &mut stored.record;
             if record.status == TaskStatus::InProgress && record.attempts >= policy.max_tries {
                 record.status = TaskStatus::Failed;
                 record.error = Some(worker_lost_error(record.attempts, policy.max_tries));
@@ -204,14 +243,9 @@ impl TaskBackend for MemoryBackend {
         {
             let mut inner = self.lock();
             let seq = inner.next_seq();
-            inner.jobs.insert(
-                job.task_id.clone(),
-                Stored {
-                    record: job.clone(),
-                    lease: None,
-                    expires_at: None,
-                },
-            );
+            inner
+                .jobs
+                .insert(job.task_id.clone(), Stored::new(job.clone()));
             let q = inner.queues.entry(job.queue.clone()).or_default();
             if delay.is_zero() {
                 q.ready.push_back(job.task_id.clone());
@@ -265,7 +299,8 @@ impl TaskBackend for MemoryBackend {
             notified.as_mut().enable();
             let next_event = {
                 let mut inner = self.lock();
-                let leases = inner.take(queue, consumer, max, Instant::now(), policy);
+                let leases =
+                    inner.take(queue, consumer, max, Instant::now(), policy, &self.finished);
                 if !leases.is_empty() {
                     return Ok(leases);
                 }
@@ -280,21 +315,26 @@ impl TaskBackend for MemoryBackend {
         }
     }
 
-    async fn heartbeat(&self, lease: &Lease) -> Result<bool, TasksError> {
+    async fn heartbeat(&self, lease: &Lease) -> Result<Held, TasksError> {
         let mut inner = self.lock();
-        if inner.held(lease).is_none() {
-            return Ok(false);
-        }
+        let cancelled = match inner.held(lease) {
+            None => return Ok(Held::Lost),
+            Some(stored) => stored.cancel_requested,
+        };
         let Some(f) = inner
             .queues
             .get_mut(&lease.queue)
             .and_then(|q| q.inflight.get_mut(&lease.task_id))
             .filter(|f| f.token == lease.token)
         else {
-            return Ok(false);
+            return Ok(Held::Lost);
         };
         f.deadline = Instant::now() + f.visibility;
-        Ok(true)
+        Ok(if cancelled {
+            Held::Cancelled
+        } else {
+            Held::Yes
+        })
     }
 
     async fn finish(
@@ -311,13 +351,23 @@ impl TaskBackend for MemoryBackend {
                 return Ok(false);
             };
             stored.lease = None;
-            let record = &mut stored.record;
+            // A retry of a job whose cancellation was asked for is its end.
+            let cancelled = Outcome::Cancelled;
+            let outcome = match outcome {
+                Outcome::Retry { .. } if stored.cancel_requested => &cancelled,
+                other => other,
+            };
             let mut retry_at = None;
             if !matches!(outcome, Outcome::Retry { .. }) {
                 // No listener is not an error: nobody waits.
                 let _ = self.finished.send(lease.task_id.clone());
             }
+            if matches!(outcome, Outcome::Cancelled) {
+                stored.cancelled(now + keep);
+            }
+            let record = &mut stored.record;
             match outcome {
+                Outcome::Cancelled => {}
                 Outcome::Completed(value) => {
                     record.status = TaskStatus::Completed;
                     record.result = Some(value.clone());
@@ -388,6 +438,167 @@ impl TaskBackend for MemoryBackend {
         inner
             .jobs
             .retain(|_, s| s.expires_at.is_none_or(|t| t > now));
+        inner.claims.retain(|_, until| *until > now);
         Ok((before - inner.jobs.len()) as u64)
+    }
+
+    async fn enqueue_scheduled(
+        &self,
+        job: &TaskRecord,
+        due_ms: i64,
+        claim_ttl: Duration,
+    ) -> Result<bool, TasksError> {
+        {
+            let mut inner = self.lock();
+            let now = Instant::now();
+            inner.claims.retain(|_, until| *until > now);
+            let claim = (job.task_name.clone(), due_ms);
+            if inner.claims.contains_key(&claim) {
+                return Ok(false);
+            }
+            inner.claims.insert(claim, now + claim_ttl);
+            inner.last_runs.insert(
+                job.task_name.clone(),
+                LastRun {
+                    due_ms,
+                    task_id: job.task_id.clone(),
+                },
+            );
+            inner
+                .jobs
+                .insert(job.task_id.clone(), Stored::new(job.clone()));
+            let q = inner.queues.entry(job.queue.clone()).or_default();
+            q.ready.push_back(job.task_id.clone());
+        }
+        self.notify.notify_waiters();
+        Ok(true)
+    }
+
+    async fn last_runs(&self) -> Result<HashMap<String, LastRun>, TasksError> {
+        Ok(self.lock().last_runs.clone())
+    }
+
+    async fn failed_page(
+        &self,
+        offset: u64,
+        limit: u64,
+        _keep: Duration,
+    ) -> Result<(Vec<TaskRecord>, u64), TasksError> {
+        let inner = self.lock();
+        let now = Instant::now();
+        let mut failed: Vec<&TaskRecord> = inner
+            .jobs
+            .values()
+            .filter(|s| s.is_kept_failure(now))
+            .map(|s| &s.record)
+            .collect();
+        failed.sort_by(|a, b| {
+            b.finished_at
+                .cmp(&a.finished_at)
+                .then_with(|| b.task_id.cmp(&a.task_id))
+        });
+        let total = failed.len() as u64;
+        let page = failed
+            .into_iter()
+            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .cloned()
+            .collect();
+        Ok((page, total))
+    }
+
+    async fn retry_failed(&self, task_id: &str) -> Result<Option<TaskRecord>, TasksError> {
+        let record = {
+            let mut inner = self.lock();
+            let now = Instant::now();
+            let Some(stored) = inner
+                .jobs
+                .get_mut(task_id)
+                .filter(|s| s.is_kept_failure(now))
+            else {
+                return Ok(None);
+            };
+            let record = &mut stored.record;
+            record.status = TaskStatus::Queued;
+            record.attempts = 0;
+            record.error = None;
+            record.result = None;
+            record.started_at = None;
+            record.finished_at = None;
+            record.queued_at = kernel::time::now();
+            stored.expires_at = None;
+            stored.cancel_requested = false;
+            let record = stored.record.clone();
+            inner
+                .queues
+                .entry(record.queue.clone())
+                .or_default()
+                .ready
+                .push_back(task_id.to_owned());
+            record
+        };
+        self.notify.notify_waiters();
+        Ok(Some(record))
+    }
+
+    async fn drop_failed(&self, task_id: &str) -> Result<bool, TasksError> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        if !inner
+            .jobs
+            .get(task_id)
+            .is_some_and(|s| s.is_kept_failure(now))
+        {
+            return Ok(false);
+        }
+        inner.jobs.remove(task_id);
+        Ok(true)
+    }
+
+    async fn cancel(&self, task_id: &str, keep: Duration) -> Result<CancelOutcome, TasksError> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        let Some(stored) = inner
+            .jobs
+            .get_mut(task_id)
+            .filter(|s| s.expires_at.is_none_or(|t| t > now))
+        else {
+            return Ok(CancelOutcome::Missing);
+        };
+        match stored.record.status {
+            TaskStatus::Queued => {
+                stored.cancelled(now + keep);
+                let queue = stored.record.queue.clone();
+                if let Some(q) = inner.queues.get_mut(&queue) {
+                    q.ready.retain(|id| id != task_id);
+                    q.delayed.retain(|(_, _, id)| id != task_id);
+                }
+                let _ = self.finished.send(task_id.to_owned());
+                Ok(CancelOutcome::Cancelled)
+            }
+            TaskStatus::InProgress => {
+                stored.cancel_requested = true;
+                let _ = self.cancels.send(task_id.to_owned());
+                Ok(CancelOutcome::Requested)
+            }
+            done => Ok(CancelOutcome::Finished(done)),
+        }
+    }
+
+    async fn cancellations(&self) -> Result<BoxStream<'static, String>, TasksError> {
+        let receiver = self.cancels.subscribe();
+        Ok(
+            futures_util::stream::unfold(receiver, |mut receiver| async move {
+                loop {
+                    match receiver.recv().await {
+                        Ok(id) => return Some((id, receiver)),
+                        // A missed request is caught by the next lease renewal.
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    }
+                }
+            })
+            .boxed(),
+        )
     }
 }

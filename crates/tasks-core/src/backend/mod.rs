@@ -5,7 +5,11 @@ use std::time::Duration;
 
 use futures_util::stream::BoxStream;
 
-use crate::domain::{ClaimPolicy, Lease, Outcome, QueueDepth, TaskRecord};
+use std::collections::HashMap;
+
+use crate::domain::{
+    CancelOutcome, ClaimPolicy, Held, LastRun, Lease, Outcome, QueueDepth, TaskRecord,
+};
 use crate::error::TasksError;
 
 pub mod memory;
@@ -75,8 +79,8 @@ pub trait TaskBackend: Send + Sync + 'static {
         policy: &ClaimPolicy,
     ) -> Result<Vec<Lease>, TasksError>;
 
-    /// Renews a lease; `false` when the job is no longer held under it.
-    async fn heartbeat(&self, lease: &Lease) -> Result<bool, TasksError>;
+    /// Renews a lease: whether the job is still held under it, and whether it was cancelled.
+    async fn heartbeat(&self, lease: &Lease) -> Result<Held, TasksError>;
 
     /// Settles a job; `false` (and no change) when the lease was lost to another worker.
     async fn finish(
@@ -97,6 +101,43 @@ pub trait TaskBackend: Send + Sync + 'static {
     /// waiters of `GET /result/{id}?wait=`. The stream ends when the listener's connection is
     /// lost (the caller then listens again; it may have missed announcements meanwhile).
     async fn finished(&self) -> Result<BoxStream<'static, Finished>, TasksError>;
+
+    /// Stores and queues the run of a periodic task due at `due_ms` (Unix ms), unless that run
+    /// was already claimed, by this or any other process: the claim is kept `claim_ttl`. Returns
+    /// whether this call claimed it (and so queued `job`).
+    async fn enqueue_scheduled(
+        &self,
+        job: &TaskRecord,
+        due_ms: i64,
+        claim_ttl: Duration,
+    ) -> Result<bool, TasksError>;
+
+    /// Each periodic task's latest run, by task name.
+    async fn last_runs(&self) -> Result<HashMap<String, LastRun>, TasksError>;
+
+    /// Failed jobs still kept (dead letters), most recent failure first: `limit` of them from
+    /// `offset`, and how many there are.
+    async fn failed_page(
+        &self,
+        offset: u64,
+        limit: u64,
+        keep: Duration,
+    ) -> Result<(Vec<TaskRecord>, u64), TasksError>;
+
+    /// Queues a failed job again (attempts start over) and removes its dead letter, in one step.
+    /// `None` when `task_id` is not a kept failed job.
+    async fn retry_failed(&self, task_id: &str) -> Result<Option<TaskRecord>, TasksError>;
+
+    /// Removes a failed job and its dead letter; `false` when it is not a kept failed job.
+    async fn drop_failed(&self, task_id: &str) -> Result<bool, TasksError>;
+
+    /// Cancels a queued or delayed job at once, or asks the worker running it to stop.
+    async fn cancel(&self, task_id: &str, keep: Duration) -> Result<CancelOutcome, TasksError>;
+
+    /// The ids of running jobs whose cancellation is requested from now on (for the workers).
+    /// The stream ends when the listener's connection is lost (the caller listens again; the
+    /// lease renewal catches any request missed meanwhile).
+    async fn cancellations(&self) -> Result<BoxStream<'static, String>, TasksError>;
 
     /// Forgets a worker that stopped cleanly (a no-op where nothing is kept per worker).
     async fn forget_consumer(&self, _queue: &str, _consumer: &str) -> Result<(), TasksError> {

@@ -10,22 +10,38 @@
 //!   entries are acknowledged and deleted, so the stream holds only live jobs.
 //! - `delayed:<queue>`: a sorted set of task ids scored by due time (Redis server time, ms):
 //!   delayed jobs and retries, moved to the stream by whichever worker looks first.
+//! - `dead`, `schedule:*`, `schedules:last`: dead letters and periodic runs (see `redis_admin.rs`).
 //!
 //! Every state change is one Lua script, so a job never ends up half-moved.
 
 use std::time::Duration;
 
-use chrono::NaiveDateTime;
 use deadpool_redis::redis::{self, AsyncConnectionConfig, IntoConnectionInfo, Value};
 use deadpool_redis::{Connection, Manager, Pool, Runtime};
-use serde_json::{Map, Value as Json};
+use serde_json::Map;
 
 use futures_util::StreamExt as _;
 use futures_util::stream::BoxStream;
 
+use std::collections::HashMap;
+
 use super::{BackendKind, Finished, TaskBackend};
-use crate::domain::{ClaimPolicy, Lease, Outcome, QueueDepth, TaskRecord, TaskStatus};
+use crate::domain::{
+    CancelOutcome, ClaimPolicy, Held, LastRun, Lease, Outcome, QueueDepth, TaskRecord,
+};
 use crate::error::TasksError;
+
+/// Dead letters, periodic runs and cancellation (the scripts beyond the job's life cycle).
+#[path = "redis_admin.rs"]
+mod admin;
+/// Replies and job hash fields.
+#[path = "redis_codec.rs"]
+mod codec;
+
+use codec::{
+    entries_of, integer, millis, pairs_of, parse_json_or, record_fields, record_from_fields,
+    streams_of, text,
+};
 
 /// The consumer group of every queue's stream.
 pub const GROUP: &str = "workers";
@@ -44,15 +60,17 @@ const ENQUEUE: &str = include_str!("lua/enqueue.lua");
 /// KEYS: delayed, stream. ARGV: batch size. Returns ms until the next delayed job (-1: none).
 const PROMOTE: &str = include_str!("lua/promote.lua");
 
-/// KEYS: job, stream. ARGV: entry id, group, token, now (RFC 3339), max tries, keep ms.
-/// Returns {attempt, task_name, args, kwargs}, or nil when the entry has nothing to run.
+/// KEYS: job, stream, dead. ARGV: entry id, group, token, now (RFC 3339), max tries, keep ms,
+/// finished channel. Returns {attempt, task_name, args, kwargs}, or nil when the entry has
+/// nothing to run.
 const START: &str = include_str!("lua/start.lua");
 
 /// KEYS: job, stream. ARGV: entry id, group, consumer, token. Renews a held lease.
 const HEARTBEAT: &str = include_str!("lua/heartbeat.lua");
 
-/// KEYS: job, stream, delayed. ARGV: entry id, group, token, mode, payload, now (RFC 3339),
-/// keep ms, delay ms, task id. Modes: completed, failed, retry, release.
+/// KEYS: job, stream, delayed, dead. ARGV: entry id, group, token, mode, payload, now (RFC 3339),
+/// keep ms, delay ms, task id, finished channel. Modes: completed, failed, retry, cancelled,
+/// release.
 const FINISH: &str = include_str!("lua/finish.lua");
 
 /// KEYS: stream. ARGV: group, consumer. Deletes the consumer when it holds nothing.
@@ -76,7 +94,9 @@ pub struct RedisBackend {
 struct Scripts {
     enqueue: String,
     promote: String,
+    start: String,
     finish: String,
+    dead_page: String,
 }
 
 /// How to reach Redis.
@@ -133,7 +153,9 @@ impl RedisBackend {
             scripts: Scripts {
                 enqueue: script(ENQUEUE),
                 promote: script(PROMOTE),
+                start: script(START),
                 finish: script(FINISH),
+                dead_page: script(admin::DEAD_PAGE),
             },
         })
     }
@@ -157,6 +179,11 @@ impl RedisBackend {
 
     fn delayed_key(&self, queue: &str) -> String {
         format!("{}delayed:{queue}", self.prefix)
+    }
+
+    /// The failed jobs still kept (dead letters): a sorted set scored by failure time.
+    fn dead_key(&self) -> String {
+        format!("{}dead", self.prefix)
     }
 
     async fn conn(&self) -> Result<Connection, TasksError> {
@@ -254,16 +281,18 @@ impl RedisBackend {
         let token = uuid::Uuid::new_v4().to_string();
         let job_key = self.job_key(&task_id);
         let started: Value = redis::cmd("EVAL")
-            .arg(START)
-            .arg(2)
+            .arg(&self.scripts.start)
+            .arg(3)
             .arg(&job_key)
             .arg(self.stream_key(queue))
+            .arg(self.dead_key())
             .arg(&entry)
             .arg(GROUP)
             .arg(&token)
             .arg(kernel::time::format(&kernel::time::now()))
             .arg(policy.max_tries)
             .arg(millis(policy.keep_result).max(1))
+            .arg(self.finished_channel())
             .query_async(conn)
             .await?;
         let Value::Array(fields) = started else {
@@ -299,10 +328,11 @@ impl RedisBackend {
         let mut conn = self.conn().await?;
         let done: i64 = redis::cmd("EVAL")
             .arg(&self.scripts.finish)
-            .arg(3)
+            .arg(4)
             .arg(self.job_key(&lease.task_id))
             .arg(self.stream_key(&lease.queue))
             .arg(self.delayed_key(&lease.queue))
+            .arg(self.dead_key())
             .arg(&lease.delivery)
             .arg(GROUP)
             .arg(&lease.token)
@@ -467,7 +497,7 @@ impl TaskBackend for RedisBackend {
         }
     }
 
-    async fn heartbeat(&self, lease: &Lease) -> Result<bool, TasksError> {
+    async fn heartbeat(&self, lease: &Lease) -> Result<Held, TasksError> {
         let mut conn = self.conn().await?;
         let held: i64 = redis::cmd("EVAL")
             .arg(HEARTBEAT)
@@ -480,7 +510,11 @@ impl TaskBackend for RedisBackend {
             .arg(&lease.token)
             .query_async(&mut conn)
             .await?;
-        Ok(held == 1)
+        Ok(match held {
+            0 => Held::Lost,
+            2 => Held::Cancelled,
+            _ => Held::Yes,
+        })
     }
 
     async fn finish(
@@ -502,6 +536,10 @@ impl TaskBackend for RedisBackend {
             }
             Outcome::Retry { error, delay } => {
                 self.settle(lease, "retry", error, keep, *delay).await
+            }
+            Outcome::Cancelled => {
+                self.settle(lease, "cancelled", "", keep, Duration::ZERO)
+                    .await
             }
         }
     }
@@ -571,6 +609,49 @@ impl TaskBackend for RedisBackend {
         Ok(removed)
     }
 
+    async fn enqueue_scheduled(
+        &self,
+        job: &TaskRecord,
+        due_ms: i64,
+        claim_ttl: Duration,
+    ) -> Result<bool, TasksError> {
+        self.claim_scheduled(job, due_ms, claim_ttl).await
+    }
+
+    async fn last_runs(&self) -> Result<HashMap<String, LastRun>, TasksError> {
+        self.read_last_runs().await
+    }
+
+    async fn failed_page(
+        &self,
+        offset: u64,
+        limit: u64,
+        keep: Duration,
+    ) -> Result<(Vec<TaskRecord>, u64), TasksError> {
+        self.read_failed_page(offset, limit, keep).await
+    }
+
+    async fn retry_failed(&self, task_id: &str) -> Result<Option<TaskRecord>, TasksError> {
+        self.requeue_failed(task_id).await
+    }
+
+    async fn drop_failed(&self, task_id: &str) -> Result<bool, TasksError> {
+        self.delete_failed(task_id).await
+    }
+
+    async fn cancel(&self, task_id: &str, keep: Duration) -> Result<CancelOutcome, TasksError> {
+        self.cancel_job(task_id, keep).await
+    }
+
+    async fn cancellations(&self) -> Result<BoxStream<'static, String>, TasksError> {
+        let mut pubsub = self.client.get_async_pubsub().await?;
+        pubsub.subscribe(self.cancel_channel()).await?;
+        Ok(pubsub
+            .into_on_message()
+            .filter_map(|message| futures_util::future::ready(message.get_payload::<String>().ok()))
+            .boxed())
+    }
+
     async fn forget_consumer(&self, queue: &str, consumer: &str) -> Result<(), TasksError> {
         let mut conn = self.conn().await?;
         let _: Value = redis::cmd("EVAL")
@@ -582,205 +663,5 @@ impl TaskBackend for RedisBackend {
             .query_async(&mut conn)
             .await?;
         Ok(())
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A string reply as text.
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        Value::VerbatimString { text, .. } => Some(text.clone()),
-        Value::Int(i) => Some(i.to_string()),
-        _ => None,
-    }
-}
-
-fn integer(v: &Value) -> Option<i64> {
-    match v {
-        Value::Int(i) => Some(*i),
-        other => text(other)?.parse().ok(),
-    }
-}
-
-/// A flat `[k, v, k, v]` array or a map as pairs.
-fn pairs_of(v: Value) -> Vec<(Value, Value)> {
-    match v {
-        Value::Map(pairs) => pairs,
-        Value::Array(items) => {
-            let mut pairs = Vec::with_capacity(items.len() / 2);
-            let mut it = items.into_iter();
-            while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                pairs.push((k, v));
-            }
-            pairs
-        }
-        _ => Vec::new(),
-    }
-}
-
-/// The entries of each stream of an XREADGROUP reply: `[[name, entries], ...]` (RESP2) or
-/// `{name: entries}` (RESP3); nil when the read timed out.
-fn streams_of(v: Value) -> Vec<Value> {
-    match v {
-        Value::Map(pairs) => pairs.into_iter().map(|(_, entries)| entries).collect(),
-        Value::Array(streams) => streams
-            .into_iter()
-            .filter_map(|s| match s {
-                Value::Array(parts) => parts.into_iter().nth(1),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// Stream entries `[[id, [field, value, ...]], ...]` as (entry id, task id).
-fn entries_of(v: Value) -> Vec<(String, String)> {
-    let Value::Array(items) = v else {
-        return Vec::new();
-    };
-    items
-        .into_iter()
-        .filter_map(|entry| {
-            let Value::Array(parts) = entry else {
-                return None;
-            };
-            let mut parts = parts.into_iter();
-            let id = text(&parts.next()?)?;
-            let task_id = pairs_of(parts.next()?)
-                .into_iter()
-                .find(|(k, _)| text(k).as_deref() == Some("task_id"))
-                .and_then(|(_, v)| text(&v))?;
-            Some((id, task_id))
-        })
-        .collect()
-}
-
-fn parse_json_or<T: serde::de::DeserializeOwned>(raw: Option<&str>, default: T) -> T {
-    raw.and_then(|r| serde_json::from_str(r).ok())
-        .unwrap_or(default)
-}
-
-fn record_fields(job: &TaskRecord) -> Vec<(&'static str, String)> {
-    let mut fields = vec![
-        ("task_id", job.task_id.clone()),
-        ("task_name", job.task_name.clone()),
-        ("queue", job.queue.clone()),
-        (
-            "args",
-            serde_json::to_string(&job.args).unwrap_or_else(|_| "[]".into()),
-        ),
-        (
-            "kwargs",
-            serde_json::to_string(&job.kwargs).unwrap_or_else(|_| "{}".into()),
-        ),
-        ("status", job.status.as_str().to_owned()),
-        ("attempts", job.attempts.to_string()),
-        ("queued_at", kernel::time::format(&job.queued_at)),
-    ];
-    if let Some(t) = &job.started_at {
-        fields.push(("started_at", kernel::time::format(t)));
-    }
-    if let Some(t) = &job.finished_at {
-        fields.push(("finished_at", kernel::time::format(t)));
-    }
-    if let Some(e) = &job.error {
-        fields.push(("error", e.clone()));
-    }
-    if let Some(r) = &job.result {
-        fields.push(("result", r.to_string()));
-    }
-    fields
-}
-
-fn parse_time(raw: &str) -> Option<NaiveDateTime> {
-    chrono::DateTime::parse_from_rfc3339(raw)
-        .ok()
-        .map(|t| t.naive_utc())
-}
-
-fn record_from_fields(
-    task_id: &str,
-    fields: Vec<(String, Option<String>)>,
-) -> Result<TaskRecord, TasksError> {
-    let get = |name: &str| {
-        fields
-            .iter()
-            .find(|(k, _)| k == name)
-            .and_then(|(_, v)| v.as_deref())
-    };
-    let corrupt = |what: &str| TasksError::Corrupt(format!("job {task_id}: {what}"));
-    let status = get("status")
-        .and_then(TaskStatus::parse)
-        .ok_or_else(|| corrupt("no status"))?;
-    let queued_at = get("queued_at")
-        .and_then(parse_time)
-        .ok_or_else(|| corrupt("no queued_at"))?;
-    Ok(TaskRecord {
-        task_id: task_id.to_owned(),
-        task_name: get("task_name")
-            .ok_or_else(|| corrupt("no task_name"))?
-            .to_owned(),
-        queue: get("queue").unwrap_or_default().to_owned(),
-        args: parse_json_or(get("args"), Vec::new()),
-        kwargs: parse_json_or(get("kwargs"), Map::new()),
-        status,
-        result: get("result").map(|r| serde_json::from_str(r).unwrap_or(Json::Null)),
-        error: get("error").map(str::to_owned),
-        attempts: get("attempts").and_then(|a| a.parse().ok()).unwrap_or(0),
-        queued_at,
-        started_at: get("started_at").and_then(parse_time),
-        finished_at: get("finished_at").and_then(parse_time),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn bulk(s: &str) -> Value {
-        Value::BulkString(s.as_bytes().to_vec())
-    }
-
-    #[test]
-    fn stream_replies_are_parsed() {
-        let entries = Value::Array(vec![
-            Value::Array(vec![
-                bulk("1-0"),
-                Value::Array(vec![bulk("task_id"), bulk("abc")]),
-            ]),
-            Value::Nil,
-        ]);
-        assert_eq!(
-            entries_of(entries.clone()),
-            vec![("1-0".to_owned(), "abc".to_owned())]
-        );
-        let read = Value::Array(vec![Value::Array(vec![bulk("stream"), entries])]);
-        let parsed: Vec<_> = streams_of(read).into_iter().flat_map(entries_of).collect();
-        assert_eq!(parsed, vec![("1-0".to_owned(), "abc".to_owned())]);
-        assert!(streams_of(Value::Nil).is_empty());
-    }
-
-    #[test]
-    fn records_round_trip_through_hash_fields() {
-        let mut job = TaskRecord::new(
-            "t".into(),
-            "system".into(),
-            vec![serde_json::json!(1)],
-            Map::new(),
-        );
-        job.result = Some(serde_json::json!({"a": 12345678901234567u64}));
-        job.error = Some("boom".into());
-        let fields = record_fields(&job)
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), Some(v)))
-            .collect();
-        let back = record_from_fields(&job.task_id, fields).ok();
-        assert_eq!(back, Some(job));
     }
 }

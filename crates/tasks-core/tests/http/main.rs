@@ -274,7 +274,63 @@ fn gated(gate: Arc<Semaphore>, started: Arc<AtomicU32>) -> TaskFn {
     })
 }
 
+/// `DELETE path`, with a bearer token when given.
+async fn delete(server: &TestServer, path: &str, token: Option<&str>) -> (StatusCode, Value) {
+    let mut request = server.client.delete(server.url(path));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// A request with a bearer token: `(method, path, body)`.
+async fn call_as(
+    server: &TestServer,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = server
+        .client
+        .request(method, server.url(path))
+        .bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Tokens `alice` and `bob` (users 1 and 2) and `admin` (user 3, an administrator).
+struct Users;
+
+#[async_trait::async_trait]
+impl Authenticator for Users {
+    async fn authenticate(&self, token: &str) -> Result<Principal, AuthFailure> {
+        let (user_id, role) = match token {
+            "alice" => (1, Role::User),
+            "bob" => (2, Role::User),
+            "admin" => (3, Role::Admin),
+            _ => return Err(AuthFailure::InvalidCredentials),
+        };
+        Ok(Principal {
+            user_id,
+            email: format!("{token}@example.com"),
+            full_name: None,
+            role,
+            is_active: true,
+        })
+    }
+}
+
 mod api;
+mod cancel;
+mod dead_letters;
+mod schedules;
 mod setup;
 mod waiting;
 mod workers;

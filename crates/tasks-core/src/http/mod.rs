@@ -19,6 +19,13 @@ use utoipa_actix_web::service_config::ServiceConfig;
 use crate::domain::{QueueDepth, TaskRecord, TaskStatus};
 use crate::service::{Enqueued, Overview, TasksService};
 
+mod cancel;
+mod failed;
+mod schedules;
+
+pub use failed::{FailedListResponse, FailedTaskResponse};
+pub use schedules::{ScheduleListResponse, ScheduleResponse};
+
 /// `POST /enqueue` body.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[schema(as = tasks::EnqueueBody)]
@@ -93,7 +100,7 @@ pub struct TaskStatusResponse {
     /// The task's return value once completed.
     #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
-    /// The error of the last failed attempt.
+    /// The error of the last failed attempt (`Task cancelled` once cancelled).
     pub error: Option<String>,
     /// Attempts started so far.
     pub attempts: u32,
@@ -179,6 +186,11 @@ pub fn configure(
         .service(enqueue_task)
         .service(task_result)
         .service(task_status)
+        .service(schedules::list_schedules)
+        .service(failed::list_failed)
+        .service(failed::retry_failed)
+        .service(failed::drop_failed)
+        .service(cancel::cancel_task)
         .route("/", web::get().to(list_tasks_slash));
 }
 
@@ -227,11 +239,14 @@ async fn list_tasks_slash(
 )]
 #[post("/enqueue")]
 async fn enqueue_task(
-    _user: Caller<need::User>,
+    user: Caller<need::User>,
     service: web::Data<TasksService>,
     body: kernel::http::Json<EnqueueBody>,
 ) -> Result<web::Json<EnqueueResponse>, ApiError> {
-    let queued = service.enqueue(body.into_inner().into()).await?;
+    // The enqueuer may cancel the task later.
+    let queued = service
+        .enqueue_as(body.into_inner().into(), user.user_id())
+        .await?;
     Ok(web::Json(queued.into()))
 }
 
@@ -245,14 +260,15 @@ pub struct ResultQuery {
     pub wait: Option<String>,
 }
 
-/// A task's result: 200 when finished (completed or failed), 202 while pending. With `wait`,
-/// the answer comes when the task ends, or when `wait` seconds have passed (then 202).
+/// A task's result: 200 when finished (completed, failed or cancelled), 202 while pending.
+/// With `wait`, the answer comes when the task ends, or when `wait` seconds have passed (then
+/// 202).
 #[utoipa::path(
     tag = "tasks",
     security(("bearer" = [])),
     params(("task_id" = String, Path, description = "The id returned by enqueue"), ResultQuery),
     responses(
-        (status = 200, body = TaskStatusResponse, description = "Finished: completed or failed"),
+        (status = 200, body = TaskStatusResponse, description = "Finished: completed, failed or cancelled"),
         (status = 202, body = TaskStatusResponse, description = "Pending: queued or in_progress"),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "Task not found: <id> (unknown or expired)"),
