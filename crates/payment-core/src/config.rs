@@ -22,6 +22,13 @@ pub struct PaymentConfig {
     /// no URL (else the built-in pages).
     pub success_url: Option<String>,
     pub cancel_url: Option<String>,
+    /// `PAYMENT_PORTAL_RETURN_URL`: where Stripe's billing portal sends the customer back when the
+    /// request names no URL (else the built-in `/payment/return` page). Its origin is also one a
+    /// request's `return_url` may name.
+    pub portal_return_url: Option<String>,
+    /// `PAYMENT_PORTAL_CONFIGURATION` (`bpc_...`): the Stripe portal configuration; without it,
+    /// the account's default one.
+    pub portal_configuration: Option<String>,
     /// `PUBLIC_BASE_URL` (default `http://localhost:<PORT>`): the built-in pages' address.
     pub public_base_url: String,
     /// `PAYMENT_TIMEOUT_SECONDS` (default 30): the longest a Stripe call may take.
@@ -42,6 +49,8 @@ impl std::fmt::Debug for PaymentConfig {
             .field("api_base", &self.api_base)
             .field("success_url", &self.success_url)
             .field("cancel_url", &self.cancel_url)
+            .field("portal_return_url", &self.portal_return_url)
+            .field("portal_configuration", &self.portal_configuration)
             .field("public_base_url", &self.public_base_url)
             .field("timeout", &self.timeout)
             .field("plans", &self.plans)
@@ -57,6 +66,8 @@ impl Default for PaymentConfig {
             api_base: DEFAULT_STRIPE_API_BASE.to_owned(),
             success_url: None,
             cancel_url: None,
+            portal_return_url: None,
+            portal_configuration: None,
             public_base_url: DEFAULT_PUBLIC_BASE_URL.to_owned(),
             timeout: Duration::from_secs(30),
             plans: BTreeMap::new(),
@@ -141,6 +152,16 @@ impl kernel::ModuleConfig for PaymentConfig {
                 .unwrap_or_else(|| DEFAULT_STRIPE_API_BASE.to_owned()),
             success_url: var("PAYMENT_SUCCESS_URL"),
             cancel_url: var("PAYMENT_CANCEL_URL"),
+            portal_return_url: url("PAYMENT_PORTAL_RETURN_URL", None)?,
+            portal_configuration: match var("PAYMENT_PORTAL_CONFIGURATION") {
+                Some(id) if !id.starts_with("bpc_") || id.len() > 255 => {
+                    return Err(ConfigError::new(
+                        "PAYMENT_PORTAL_CONFIGURATION",
+                        format!("{id:?} is not a Stripe portal configuration id (bpc_...)"),
+                    ));
+                }
+                other => other,
+            },
             public_base_url: kernel::config::public_base_url()?.url,
             timeout: Duration::from_secs(parse_in_range("PAYMENT_TIMEOUT_SECONDS", 30, 1..=120)?),
             plans: match var("PAYMENT_PLANS") {

@@ -74,10 +74,36 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    payment_invoices (id) {
+        id -> BigInt,
+        provider_invoice_id -> Text,
+        provider_customer_id -> Nullable<Text>,
+        provider_subscription_id -> Nullable<Text>,
+        number -> Nullable<Text>,
+        status -> Text,
+        status_rank -> Integer,
+        amount_due -> BigInt,
+        amount_paid -> BigInt,
+        amount_remaining -> BigInt,
+        currency -> Text,
+        hosted_invoice_url -> Nullable<Text>,
+        invoice_pdf -> Nullable<Text>,
+        period_start -> Nullable<Timestamp>,
+        period_end -> Nullable<Timestamp>,
+        invoice_created -> Timestamp,
+        event_type -> Text,
+        event_created -> BigInt,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     payment_customers,
     payment_disputes,
     payment_events,
+    payment_invoices,
     payment_subscriptions,
     payment_transactions,
 );

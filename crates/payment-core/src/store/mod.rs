@@ -1,4 +1,8 @@
-//! Every SQL query of the payment module.
+//! Every SQL query of the payment module (the invoices' in [`invoices`]).
+
+mod invoices;
+
+pub use invoices::{InvoiceRow, find_invoice_by_provider_id, list_invoices, put_invoice};
 
 use chrono::NaiveDateTime;
 use diesel::dsl::sql;
@@ -144,11 +148,13 @@ pub async fn customer(
     })
 }
 
-/// The Stripe customer of a user, if one was created.
+/// The Stripe customer of a user (the first stored when events named the user for several), if
+/// one was created.
 pub async fn customer_of_user(conn: &mut DbConn<'_>, user_id: i64) -> QueryResult<Option<String>> {
     with_conn!(conn, |c| {
         payment_customers::table
             .filter(payment_customers::user_id.eq(user_id))
+            .order(payment_customers::id)
             .select(payment_customers::provider_customer_id)
             .first(c)
             .await
