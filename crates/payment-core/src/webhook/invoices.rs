@@ -80,7 +80,7 @@ fn first_line(invoice: &Value) -> &Value {
 
 /// The user an invoice names: its own metadata, else its subscription's (copied by Stripe into
 /// `parent.subscription_details.metadata`).
-fn invoice_user(invoice: &Value) -> Option<i64> {
+pub(super) fn invoice_user(invoice: &Value) -> Option<i64> {
     named_user(invoice).or_else(|| {
         invoice
             .get("parent")

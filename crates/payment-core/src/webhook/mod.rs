@@ -214,9 +214,11 @@ pub(crate) async fn apply(
         "invoice.paid" | "invoice.payment_failed" => {
             let paid = kind == "invoice.paid";
             let customer = id(object, "customer");
+            // The user named by the invoice, or by its subscription (whose metadata Stripe copies
+            // into the invoice's `parent`).
             let user = user_of(
                 tx,
-                named_user(object),
+                invoices::invoice_user(object),
                 customer,
                 text(object, "customer_email"),
                 now,
