@@ -284,3 +284,52 @@ async fn an_invoice_is_its_customers_users_even_when_the_user_comes_later(db: Te
     assert_eq!(mine["invoices"][0]["provider_invoice_id"], "in_7");
     assert_eq!(invoices(&c, BOB, "").await["total"], 1);
 }
+
+/// `keel payment invoices` (through the module's command, in process): everyone's, or a user's
+/// by their customer's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_lists_invoices() {
+    use kernel::Module as _;
+    let db = TestDb::sqlite().await;
+    let pool = db.migrated_pool(&[payment_core::MIGRATIONS]).await;
+    let module = PaymentModule::build(PaymentConfig::default(), &Deps::new(pool).unwrap())
+        .await
+        .unwrap();
+    let replayed = json!([event(
+        "evt_cli",
+        "invoice.paid",
+        1,
+        invoice(1, "paid", true)
+    )]);
+    let file = tempfile_dir().join("invoices.json");
+    std::fs::write(&file, replayed.to_string()).unwrap();
+    let run = |args: &[&str]| {
+        let mut argv = vec!["payment"];
+        argv.extend_from_slice(args);
+        payment_core::cli::command().get_matches_from(argv)
+    };
+    let replay = run(&["replay-webhooks", file.to_str().unwrap(), "--trust"]);
+    assert_eq!(module.run_command("payment", &replay).await, Ok(()));
+    let listed = run(&["invoices", "--status", "paid"]);
+    assert_eq!(module.run_command("payment", &listed).await, Ok(()));
+    let bad = run(&["invoices", "--status", "bogus"]);
+    assert!(module.run_command("payment", &bad).await.is_err());
+    let nobody = run(&["invoices", "--user", "nobody@example.com"]);
+    assert_eq!(
+        module.run_command("payment", &nobody).await,
+        Err("no payment customer with the address nobody@example.com".to_owned())
+    );
+    let (rows, total) = module
+        .service()
+        .invoices(
+            payment_core::Caller::User(1),
+            None,
+            kernel::pagination::Page {
+                page: 1,
+                page_size: 10,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((total, rows[0].status.as_str()), (1, "paid"));
+}
