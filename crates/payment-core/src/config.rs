@@ -139,6 +139,23 @@ pub fn parse_plans(raw: &str) -> Result<BTreeMap<String, String>, String> {
     Ok(plans)
 }
 
+/// Reads `PAYMENT_PORTAL_CONFIGURATION`: a Stripe portal configuration id, `bpc_` then letters,
+/// digits or `_` (at most 255 characters), or nothing.
+pub fn parse_portal_configuration(raw: Option<String>) -> Result<Option<String>, String> {
+    match raw {
+        Some(id)
+            if !id.starts_with("bpc_")
+                || id.len() > 255
+                || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+        {
+            Err(format!(
+                "{id:?} is not a Stripe portal configuration id (bpc_...)"
+            ))
+        }
+        other => Ok(other),
+    }
+}
+
 impl kernel::ModuleConfig for PaymentConfig {
     fn production_problems(&self, _: &Deployment) -> Vec<ConfigError> {
         PaymentConfig::production_problems(self)
@@ -153,15 +170,10 @@ impl kernel::ModuleConfig for PaymentConfig {
             success_url: var("PAYMENT_SUCCESS_URL"),
             cancel_url: var("PAYMENT_CANCEL_URL"),
             portal_return_url: url("PAYMENT_PORTAL_RETURN_URL", None)?,
-            portal_configuration: match var("PAYMENT_PORTAL_CONFIGURATION") {
-                Some(id) if !id.starts_with("bpc_") || id.len() > 255 => {
-                    return Err(ConfigError::new(
-                        "PAYMENT_PORTAL_CONFIGURATION",
-                        format!("{id:?} is not a Stripe portal configuration id (bpc_...)"),
-                    ));
-                }
-                other => other,
-            },
+            portal_configuration: parse_portal_configuration(var("PAYMENT_PORTAL_CONFIGURATION"))
+                .map_err(|e| {
+                ConfigError::new("PAYMENT_PORTAL_CONFIGURATION", e)
+            })?,
             public_base_url: kernel::config::public_base_url()?.url,
             timeout: Duration::from_secs(parse_in_range("PAYMENT_TIMEOUT_SECONDS", 30, 1..=120)?),
             plans: match var("PAYMENT_PLANS") {
@@ -215,6 +227,27 @@ mod tests {
             &format!("p={}", "x".repeat(65)),
         ] {
             assert!(parse_plans(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_portal_configuration_is_a_stripe_id() {
+        assert_eq!(parse_portal_configuration(None), Ok(None));
+        assert_eq!(
+            parse_portal_configuration(Some("bpc_1Abc".into())),
+            Ok(Some("bpc_1Abc".to_owned()))
+        );
+        for bad in [
+            "bps_1Abc",
+            "1Abc",
+            "bpc_a b",
+            "bpc_a&x=1",
+            &format!("bpc_{}", "a".repeat(252)),
+        ] {
+            assert!(
+                parse_portal_configuration(Some(bad.to_owned())).is_err(),
+                "{bad}"
+            );
         }
     }
 
