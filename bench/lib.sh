@@ -13,6 +13,8 @@
 #   BENCH_SKIP_BUILD   1: use the release binaries already built (bench/run.sh builds them once)
 #   BENCH_OUT          a folder: rows and notes are also appended to BENCH_OUT/<backend>.rows and
 #                      BENCH_OUT/<backend>.notes (bench/run.sh collects them into the doc)
+#   BENCH_SQL_DIR      a folder: each pgbench script of captured statements is kept there, as
+#                      SCENARIO-N.sql (the PostgreSQL ceiling, see pg_ceiling)
 #   CARGO_TARGET_DIR   where cargo puts the binaries (default target)
 
 set -euo pipefail
@@ -224,18 +226,30 @@ fmt_size() { # bytes -> "173 B" / "3.5 KB" / "2.5 MB"
     else printf "%.1f MB", v / 1000000 }'
 }
 
-# One table row: | Endpoint | Load | Rate | p50 | p99 | Ceiling | Share |
-# CEILING is the same load's rate against the ceiling (empty: none), CEILING_KIND what it is.
-row() { # ENDPOINT LOAD RATE UNIT P50_MS P99_MS CEILING CEILING_KIND
-  local line ceiling_cell="—" share="—"
+# One table row: | Endpoint | Load | Rate | p50 | p99 | Ceiling | Share |, and on PostgreSQL two more
+# cells: | PostgreSQL ceiling | Share |. CEILING is the same load's rate against the ceiling (empty:
+# none), CEILING_KIND what it is; PG_CEILING pgbench's rate for the request's statements (empty:
+# not measured) and PG_STATEMENTS how many statements a request sends.
+row() { # ENDPOINT LOAD RATE UNIT P50_MS P99_MS CEILING CEILING_KIND [PG_CEILING PG_STATEMENTS]
+  local line ceiling_cell="—" share="—" pg_cell="—" pg_share="—"
   if [ -n "$7" ]; then
     ceiling_cell="$(fmt_rate "$7") $4 ($8)"
-    share=$(awk -v a="$3" -v b="$7" 'BEGIN {s = 100 * a / b; printf (s < 1 ? "%.2f %%" : "%.1f %%"), s}')
+    share=$(percent "$3" "$7")
   fi
   line="| $1 | $2 | $(fmt_rate "$3") $4 | $(fmt_ms "$5") | $(fmt_ms "$6") | $ceiling_cell | $share |"
+  if [ "$backend" = postgresql ]; then
+    if [ -n "${9:-}" ]; then
+      pg_cell="$(fmt_rate "$9") $4 (pgbench, ${10} statement$([ "${10}" = 1 ] || echo s))"
+      pg_share=$(percent "$3" "$9")
+    fi
+    line+=" $pg_cell | $pg_share |"
+  fi
   echo "$line"
   [ -n "${BENCH_OUT:-}" ] && echo "$line" >>"$BENCH_OUT/$backend.rows"
   return 0
+}
+percent() { # PART WHOLE
+  awk -v a="$1" -v b="$2" 'BEGIN {s = 100 * a / b; printf (s < 1 ? "%.2f %%" : "%.1f %%"), s}'
 }
 
 # A figure that is not a load (start to ready, memory, a ceiling of another kind): a bullet.
@@ -244,6 +258,70 @@ note() { # TEXT
   [ -n "${BENCH_OUT:-}" ] && echo "- $1" >>"$BENCH_OUT/$backend.notes"
   return 0
 }
+
+# ---------------------------------------------------------------- the PostgreSQL ceiling
+
+# The capture proxy (bench/pg_capture.py) in front of the PostgreSQL server of URL, for the whole
+# scenario. Sets capture_url: URL's database through the proxy, for a keel whose statements are
+# captured (never the one measured: the proxy slows it).
+start_capture() { # URL
+  local host port parts
+  need pgbench "apt-get install postgresql-contrib"
+  read -r host port < <(python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); print(p.hostname or "127.0.0.1", p.port or 5432)' "$1")
+  port_free "$capture_port" || die "port $capture_port is already in use"
+  : >"$work/statements.jsonl"
+  python3 bench/pg_capture.py proxy "$capture_port" "$host" "$port" "$work/statements.jsonl" \
+    2>>"$work/capture.log" &
+  pids+=("$!")
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$capture_port") 2>/dev/null && break
+    sleep 0.05
+  done
+  parts=$(python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(netloc=(p.username + "@" if p.username else "") + "127.0.0.1:" + sys.argv[2])))' "$1" "$capture_port")
+  capture_url=$parts
+}
+capture_port=8099
+
+# The statements one request sends, run by pgbench (prepared, the same connections and duration
+# as the HTTP load) against DATABASE_URL. The request (curl arguments) goes to a keel started on
+# capture_url; it is sent twice first, so that connections and prepared statements are warm, then
+# once more, captured. Literals matching VARY (a regular expression, may be empty) get a fresh
+# value in each pgbench transaction, so that a write makes new rows as the request did. Sets
+# pg_ceiling (requests/s: pgbench's transactions, each one request's statements) and
+# pg_statements (how many a request sends).
+pg_ceiling() { # DATABASE_URL VARY CURL_ARGS...
+  local url=$1 vary=$2
+  shift 2
+  curl -sf -o /dev/null "$@" && curl -sf -o /dev/null "$@" || die "the captured request failed: $*"
+  capture_begin
+  curl -sf -o /dev/null "$@" || die "the captured request failed: $*"
+  capture_end "$url" "$vary"
+}
+
+# The same in two halves, around requests a scenario sends its own way (warm them up first):
+# capture_begin, then the requests, then capture_end with how many requests were sent.
+capture_begin() {
+  sleep 0.2   # statements of earlier requests still on their way
+  capture_offset=$(stat -c %s "$work/statements.jsonl")
+}
+capture_end() { # DATABASE_URL VARY [REQUESTS]
+  local url=$1 vary=$2 requests=${3:-1} count out="$work/pgbench.txt"
+  sleep 0.2
+  count=$(python3 bench/pg_capture.py script "$work/statements.jsonl" "$capture_offset" \
+    "$work/request.sql" $vary)
+  [ "$count" -gt 0 ] || die "no statement was captured"
+  pgbench -n -M prepared -c "$conns" -j 2 -T "$duration" -f "$work/request.sql" "$url" >"$out" 2>&1 ||
+    { cat "$out" "$work/request.sql" >&2; die "pgbench failed"; }
+  grep -q '^number of failed transactions: 0 ' "$out" || { cat "$out" >&2; die "pgbench saw failures"; }
+  pg_ceiling=$(awk -v n="$requests" '/^tps = / {print $3 * n; exit}' "$out")
+  pg_statements=$(awk -v c="$count" -v n="$requests" 'BEGIN {printf "%g", c / n}')
+  if [ -n "${BENCH_SQL_DIR:-}" ]; then
+    captures=$((captures + 1))
+    mkdir -p "$BENCH_SQL_DIR"
+    cp "$work/request.sql" "$BENCH_SQL_DIR/$(basename "$0" .sh)-$captures.sql"
+  fi
+}
+captures=0
 
 # ---------------------------------------------------------------- backends
 

@@ -14,7 +14,7 @@ slug_path="/api/v1/blog/posts/post-500"
 python3 bench/blog_seed.py json 1000 "$work/seed.json"
 
 bench_backend() { # label DATABASE_URL
-  local url=$2 cache what token size name
+  local url=$2 cache what token size name pg_rate pg_count
   local settings=(DATABASE_URL="$url" KEEL_MODULES=auth,blog BCRYPT_COST=4)
   keel_cli "${settings[@]}" -- migrate
   keel_cli "${settings[@]}" -- blog import "$work/seed.json"
@@ -41,6 +41,19 @@ bench_backend() { # label DATABASE_URL
     result[slug_$cache]="$rate $p50 $p99"
     stop "$keel_pid"
   done
+  declare -A pg=()
+  if [ "$1" = postgresql ]; then
+    say "reads: the statements of each, captured, then run by pgbench"
+    start_capture "$url"
+    start_keel $port "${settings[@]}" DATABASE_URL="$capture_url" READ_CACHE=off
+    pg_ceiling "$url" "" "$keel_base$list_path"
+    pg[list]="$pg_ceiling $pg_statements"
+    pg_ceiling "$url" "" "$keel_base$slug_path"
+    pg[slug]="$pg_ceiling $pg_statements"
+    pg_ceiling "$url" "" -H "Authorization: Bearer $token" "$keel_base/auth/me"
+    pg[me]="$pg_ceiling $pg_statements"
+    stop "$keel_pid"
+  fi
   say "reads, bare handler"
   for what in list slug me; do
     size=$(fmt_size "$(wc -c <"$work/$what.json")")
@@ -52,8 +65,10 @@ bench_backend() { # label DATABASE_URL
     bare_load "$work/$what.json" "$conns" /
     for cache in on off; do
       read -r rate p50 p99 <<<"${result[${what}_$cache]}"
+      # The cached reads hardly reach the database: PostgreSQL's ceiling is the uncached one's.
+      [ "$cache" = off ] && read -r pg_rate pg_count <<<"${pg[$what]:-}" || pg_rate="" pg_count=""
       row "$name, \`READ_CACHE=$cache\`" "wrk, $conns conn." "$rate" req/s "$p50" "$p99" \
-        "$ceiling" "bare handler, same body"
+        "$ceiling" "bare handler, same body" "$pg_rate" "$pg_count"
     done
   done
 }

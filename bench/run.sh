@@ -64,9 +64,11 @@ minutes=$(( ($(date -u +%s) - started + 59) / 60 ))
 
 header='| Endpoint | Load | Rate | p50 | p99 | Ceiling | Share |
 |---|---|---|---|---|---|---|'
+pg_header='| Endpoint | Load | Rate | p50 | p99 | Ceiling | Share | PostgreSQL ceiling | Share |
+|---|---|---|---|---|---|---|---|---|'
 table() { # backend
   [ -s "$out/$1.rows" ] || die "no rows for $1"
-  echo "$header"
+  if [ "$1" = postgresql ]; then echo "$pg_header"; else echo "$header"; fi
   cat "$out/$1.rows"
   echo
   [ -s "$out/$1.notes" ] && { cat "$out/$1.notes"; echo; }
@@ -98,7 +100,10 @@ redis_version=$(redis-cli -u "${BENCH_REDIS_URL:-redis://127.0.0.1:6379}" info s
   echo "against a release build started on a fresh database, \`RUST_LOG=warn\`, \`HTTP_WORKERS\` one per"
   echo "core, over loopback. **Ceiling**: the same load, by the same tool, against the bare actix-web"
   echo "handler (\`bin/keel/examples/bare_json.rs\`) answering the body the endpoint answered, from memory;"
-  echo "for the AI stream, provider-sim's own stream. **Share** = rate / ceiling. The server, the load"
+  echo "for the AI stream, provider-sim's own stream. **Share** = rate / ceiling. **PostgreSQL ceiling**:"
+  echo "the statements one request sends, captured on their way to PostgreSQL (\`bench/pg_capture.py\`),"
+  echo "run by \`pgbench -M prepared\` at the same connections for the same time; its share is the"
+  echo "endpoint's rate over pgbench's. The server, the load"
   echo "tool, the database, Redis and the simulator share the cores, so the figures are floors and"
   echo "compare best within one run. The Python clients (tasks, webhooks, streams) are slower than wrk:"
   echo "their ceilings are partly the client's own limit."

@@ -61,7 +61,11 @@ pub async fn run(
                 .prepare(&Caller::operator(DEFAULT_USER), Some(question), None)
                 .await
                 .map_err(|e| e.to_string())?;
+            let (provider, model) = (turn.provider.clone(), turn.model.clone());
             let reply = service.chat(turn).await.map_err(|e| e.to_string())?;
+            if reply.provider != provider || reply.model != model {
+                eprintln!("(answered by {} ({}))", reply.provider, reply.model);
+            }
             println!("{}", reply.content);
         }
         AiCommand::Chat { provider, model } => {
@@ -98,14 +102,20 @@ async fn ask_streaming(
     message: String,
     conversation: Option<String>,
 ) -> Result<String, String> {
-    let turn = service
+    let mut turn = service
         .prepare(&Caller::operator(DEFAULT_USER), Some(message), conversation)
         .await
         .map_err(|e| e.to_string())?;
-    let mut stream = service
+    let opened = service
         .open_stream(&turn)
         .await
         .map_err(|e| e.to_string())?;
+    if opened.provider != turn.provider || opened.model != turn.model {
+        eprintln!("(answered by {} ({}))", opened.provider, opened.model);
+    }
+    turn.provider = opened.provider;
+    turn.model = opened.model;
+    let mut stream = opened.stream;
     let mut out = std::io::stdout();
     while let Some(item) = stream.next().await {
         match item.map_err(|e| format!("AI provider error: {e}"))? {

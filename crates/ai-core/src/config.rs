@@ -96,6 +96,14 @@ pub fn provider(name: &str) -> Option<&'static ProviderSpec> {
     PROVIDERS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
 }
 
+/// One entry of `AI_FALLBACK_PROVIDERS`: a provider, and the model to ask it for (its default
+/// model when the entry names none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    pub provider: &'static ProviderSpec,
+    pub model: Option<String>,
+}
+
 /// Where conversations are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreChoice {
@@ -138,6 +146,15 @@ pub struct AiConfig {
     /// `AI_DAILY_TOKENS_<PLAN>`: tokens a day per plan, keyed by the plan's setting suffix
     /// ([`crate::budget::setting_suffix`]: `FREE`, `PRO`); a plan without one is unlimited.
     pub daily_tokens: BTreeMap<String, i64>,
+    /// `AI_FALLBACK_PROVIDERS` (none): asked in this order when the providers before them fail
+    /// before their first chunk.
+    pub fallbacks: Vec<Fallback>,
+    /// `AI_CIRCUIT_FAILURES` (5): consecutive failures after which a provider is skipped for
+    /// [`Self::circuit_cooldown`]; 0 never skips one.
+    pub circuit_failures: u32,
+    /// `AI_CIRCUIT_COOLDOWN_SECONDS` (30): how long a failing provider is skipped before one
+    /// request tries it again.
+    pub circuit_cooldown: Duration,
 }
 
 /// The API keys show as `<redacted>`: settings may end up in a log or a panic message.
@@ -160,6 +177,9 @@ impl std::fmt::Debug for AiConfig {
             .field("api_keys", &keys)
             .field("base_urls", &self.base_urls)
             .field("daily_tokens", &self.daily_tokens)
+            .field("fallbacks", &self.chain())
+            .field("circuit_failures", &self.circuit_failures)
+            .field("circuit_cooldown", &self.circuit_cooldown)
             .finish()
     }
 }
@@ -182,9 +202,19 @@ impl Default for AiConfig {
             api_keys: BTreeMap::new(),
             base_urls: BTreeMap::new(),
             daily_tokens: BTreeMap::new(),
+            fallbacks: Vec::new(),
+            circuit_failures: DEFAULT_CIRCUIT_FAILURES,
+            circuit_cooldown: Duration::from_secs(DEFAULT_CIRCUIT_COOLDOWN_SECONDS),
         }
     }
 }
+
+/// `AI_CIRCUIT_FAILURES`' default.
+pub const DEFAULT_CIRCUIT_FAILURES: u32 = 5;
+/// `AI_CIRCUIT_COOLDOWN_SECONDS`' default.
+pub const DEFAULT_CIRCUIT_COOLDOWN_SECONDS: u64 = 30;
+/// The setting naming the fallback providers.
+pub const FALLBACK_SETTING: &str = "AI_FALLBACK_PROVIDERS";
 
 impl AiConfig {
     /// The model in use.
@@ -193,6 +223,21 @@ impl AiConfig {
             Some(model) if spec.name == self.provider.name => model.clone(),
             _ => spec.default_model.to_owned(),
         }
+    }
+
+    /// The providers asked for a reply, in order, each with its model: `AI_PROVIDER` with
+    /// `AI_MODEL`, then each of `AI_FALLBACK_PROVIDERS` with the model its entry names (else the
+    /// provider's default: `AI_MODEL` is `AI_PROVIDER`'s).
+    pub fn chain(&self) -> Vec<(&'static ProviderSpec, String)> {
+        let mut chain = vec![(self.provider, self.model_for(self.provider))];
+        chain.extend(self.fallbacks.iter().map(|f| {
+            let model = f
+                .model
+                .clone()
+                .unwrap_or_else(|| f.provider.default_model.to_owned());
+            (f.provider, model)
+        }));
+        chain
     }
 
     /// The base URL of a provider (its override, or its default).
@@ -269,10 +314,15 @@ impl kernel::ModuleConfig for AiConfig {
         {
             base_urls.insert("google", url);
         }
+        let model = var("AI_MODEL");
+        let fallbacks = match var(FALLBACK_SETTING) {
+            None => Vec::new(),
+            Some(raw) => parse_fallbacks(&raw, (provider, model.as_deref()), &api_keys)?,
+        };
         Ok(AiConfig {
             enabled: flag("AI_ENABLED", true)?,
             provider,
-            model: var("AI_MODEL"),
+            model,
             temperature,
             max_tokens: parse_in_range("AI_MAX_TOKENS", 1000, 1..=1_000_000)?,
             system_prompt: var("AI_SYSTEM_PROMPT"),
@@ -287,11 +337,102 @@ impl kernel::ModuleConfig for AiConfig {
             api_keys,
             base_urls,
             daily_tokens: crate::budget::limits_from_env()?,
+            fallbacks,
+            circuit_failures: parse_in_range(
+                "AI_CIRCUIT_FAILURES",
+                DEFAULT_CIRCUIT_FAILURES,
+                0..=1_000_000,
+            )?,
+            circuit_cooldown: Duration::from_secs(parse_in_range(
+                "AI_CIRCUIT_COOLDOWN_SECONDS",
+                DEFAULT_CIRCUIT_COOLDOWN_SECONDS,
+                1..=86_400,
+            )?),
         })
     }
 }
 
+/// `AI_FALLBACK_PROVIDERS`: entries `provider` or `provider:model`, separated by commas. Each
+/// must name a known provider, hold its key when it needs one (`keys`), and differ from the
+/// `primary` (provider and model) and from every entry before it; an empty entry or an empty
+/// model is refused. The error names the entry.
+pub fn parse_fallbacks(
+    raw: &str,
+    primary: (&'static ProviderSpec, Option<&str>),
+    keys: &BTreeMap<&'static str, String>,
+) -> Result<Vec<Fallback>, ConfigError> {
+    let bad = |n: usize, entry: &str, why: String| {
+        ConfigError::new(FALLBACK_SETTING, format!("entry {n} ({entry:?}): {why}"))
+    };
+    let (primary, primary_model) = primary;
+    let mut seen = vec![(
+        primary.name,
+        primary_model.unwrap_or(primary.default_model).to_owned(),
+    )];
+    let mut fallbacks = Vec::new();
+    for (i, entry) in raw.split(',').enumerate() {
+        let n = i + 1;
+        let entry = entry.trim();
+        if entry.is_empty() {
+            return Err(ConfigError::new(
+                FALLBACK_SETTING,
+                format!(
+                    "entry {n} is empty (write provider or provider:model, separated by commas)"
+                ),
+            ));
+        }
+        let (name, model) = match entry.split_once(':') {
+            None => (entry, None),
+            Some((name, model)) => (name.trim(), Some(model.trim())),
+        };
+        let spec = provider(name).ok_or_else(|| {
+            let names: Vec<&str> = PROVIDERS.iter().map(|p| p.name).collect();
+            bad(
+                n,
+                entry,
+                format!("{name:?} is not one of {}", names.join(", ")),
+            )
+        })?;
+        if let Some(model) = model
+            && (model.is_empty() || model.chars().any(|c| c.is_whitespace() || c.is_control()))
+        {
+            return Err(bad(
+                n,
+                entry,
+                "the model after ':' must be a name without spaces".to_owned(),
+            ));
+        }
+        if let Some(setting) = spec.key_setting
+            && !keys.contains_key(spec.name)
+        {
+            return Err(bad(
+                n,
+                entry,
+                format!("{setting} is not set (a fallback provider needs its key)"),
+            ));
+        }
+        let resolved = model.unwrap_or(spec.default_model).to_owned();
+        if seen.iter().any(|(p, m)| *p == spec.name && *m == resolved) {
+            return Err(bad(
+                n,
+                entry,
+                format!(
+                    "{} with the model {resolved} is already in the chain (AI_PROVIDER and AI_MODEL, or an earlier entry)",
+                    spec.name
+                ),
+            ));
+        }
+        seen.push((spec.name, resolved));
+        fallbacks.push(Fallback {
+            provider: spec,
+            model: model.map(str::to_owned),
+        });
+    }
+    Ok(fallbacks)
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -302,5 +443,80 @@ mod tests {
         let shown = format!("{config:?}");
         assert!(!shown.contains("sk-hidden"), "{shown}");
         assert!(shown.contains(r#""openai": "<redacted>""#), "{shown}");
+    }
+
+    fn keys(names: &[&'static str]) -> BTreeMap<&'static str, String> {
+        names.iter().map(|n| (*n, "k".to_owned())).collect()
+    }
+
+    #[test]
+    fn fallbacks_are_read_in_order_with_their_models() {
+        let openai = provider("openai").unwrap();
+        let parsed = parse_fallbacks(
+            " anthropic , openai:gpt-4o ,ollama, OpenAI:gpt-4.1-mini",
+            (openai, None),
+            &keys(&["anthropic", "openai"]),
+        )
+        .unwrap();
+        let names: Vec<(&str, Option<&str>)> = parsed
+            .iter()
+            .map(|f| (f.provider.name, f.model.as_deref()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("anthropic", None),
+                ("openai", Some("gpt-4o")),
+                ("ollama", None),
+                ("openai", Some("gpt-4.1-mini")),
+            ]
+        );
+        let config = AiConfig {
+            provider: openai,
+            model: Some("gpt-4o-mini".into()),
+            fallbacks: parsed,
+            ..AiConfig::default()
+        };
+        let chain: Vec<(&str, String)> = config
+            .chain()
+            .into_iter()
+            .map(|(p, m)| (p.name, m))
+            .collect();
+        assert_eq!(chain[0], ("openai", "gpt-4o-mini".to_owned()));
+        assert_eq!(
+            chain[1],
+            ("anthropic", "claude-3-5-haiku-latest".to_owned())
+        );
+        assert_eq!(chain[3], ("ollama", "llama3.2".to_owned()));
+    }
+
+    #[test]
+    fn a_bad_fallback_entry_is_named() {
+        let openai = provider("openai").unwrap();
+        let error = |raw: &str| {
+            parse_fallbacks(raw, (openai, Some("gpt-4o")), &keys(&["openai"]))
+                .unwrap_err()
+                .to_string()
+        };
+        let unknown = error("openai:gpt-4o-mini,antropic");
+        assert!(unknown.contains("AI_FALLBACK_PROVIDERS"), "{unknown}");
+        assert!(unknown.contains(r#"entry 2 ("antropic")"#), "{unknown}");
+        assert!(
+            unknown.contains("is not one of public, openai"),
+            "{unknown}"
+        );
+        assert!(error("ollama,,public").contains("entry 2 is empty"));
+        assert!(error("ollama:").contains(r#"entry 1 ("ollama:")"#));
+        assert!(error("ollama:a b").contains("without spaces"));
+        let keyless = error("anthropic");
+        assert!(
+            keyless.contains("ANTHROPIC_API_KEY is not set"),
+            "{keyless}"
+        );
+        // The primary again, or an entry twice.
+        assert!(error("openai:gpt-4o").contains("already in the chain"));
+        assert!(error("ollama,ollama:llama3.2").contains("entry 2"));
+        // The same provider with another model is a fallback of its own.
+        assert!(parse_fallbacks("openai", (openai, Some("gpt-4o")), &keys(&["openai"])).is_ok());
     }
 }

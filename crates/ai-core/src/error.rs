@@ -36,6 +36,10 @@ pub enum AiError {
     /// 503: `AI_ENABLED=false`, or the provider's key is missing (the text names the setting).
     #[error("AI service error: {0}")]
     Unavailable(String),
+    /// 503: every provider of the chain is being skipped (its circuit open after repeated
+    /// failures, or its key missing); `Retry-After`: when the first one may be tried again.
+    #[error("AI service error: {detail}")]
+    NoProvider { detail: String, retry_after: u64 },
     /// 503: the caller's plan could not be read.
     #[error(transparent)]
     Entitlements(#[from] EntitlementsError),
@@ -62,6 +66,8 @@ impl From<AiError> for ApiError {
             }
             AiError::Provider(_) => ApiError::bad_gateway(e.to_string()),
             AiError::Unavailable(_) => ApiError::service_unavailable(e.to_string()),
+            AiError::NoProvider { retry_after, .. } => ApiError::service_unavailable(e.to_string())
+                .header(RETRY_AFTER, HeaderValue::from(retry_after)),
             AiError::Entitlements(e) => e.into(),
             AiError::Db(e) => e.into(),
         }

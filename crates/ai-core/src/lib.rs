@@ -32,6 +32,7 @@ pub mod config;
 mod error;
 mod http;
 pub mod providers;
+pub mod routing;
 mod schema;
 mod service;
 pub mod store;
@@ -50,9 +51,9 @@ use kernel::{Authenticator, MigrationSet};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub use budget::{Caller, Quota};
-pub use config::{AiConfig, PROVIDERS, ProviderSpec, StoreChoice};
+pub use config::{AiConfig, Fallback, PROVIDERS, ProviderSpec, StoreChoice};
 pub use error::AiError;
-pub use service::{AiService, Reply, Turn};
+pub use service::{AiService, Opened, Reply, Turn};
 
 use budget::Meter;
 use service::AiServiceImpl;
@@ -86,25 +87,16 @@ pub struct AiModule {
     identity: web::Data<Identity>,
 }
 
-/// The service over `config`'s provider, wrapped: every call through it is a unit of work.
+/// The service over `config`'s chain of providers, wrapped: every call through it is a unit of
+/// work.
 fn service(
     config: AiConfig,
     http: &reqwest::Client,
     store: Arc<dyn ConversationStore>,
     meter: Arc<Meter>,
 ) -> Arc<dyn AiService> {
-    let spec = config.provider;
-    let model = providers::client(
-        http.clone(),
-        providers::Endpoint {
-            dialect: spec.dialect,
-            base_url: config.base_url(spec),
-            api_key: config.api_keys.get(spec.name).cloned(),
-            timeout: config.timeout,
-        },
-    );
-    let model = providers::metered(spec.name, model);
-    let inner: Arc<dyn AiService> = Arc::new(AiServiceImpl::new(config, model, store, meter));
+    let router = Arc::new(routing::Router::new(&config, http));
+    let inner: Arc<dyn AiService> = Arc::new(AiServiceImpl::new(config, router, store, meter));
     Arc::new(kernel::unit::Detached::new(inner))
 }
 
@@ -192,6 +184,7 @@ impl Module for AiModule {
             .service(http::stream::chat_stream_get)
             .service(http::conversations)
             .service(http::conversation)
+            .service(http::delete_conversation)
             .service(http::usage::usage)
             .service(http::health)
             .service(http::version);
@@ -228,6 +221,8 @@ impl Module for AiModule {
                 config.provider =
                     config::provider(&name).ok_or_else(|| format!("unknown provider {name:?}"))?;
                 config.model = None;
+                // A provider asked for by name answers alone.
+                config.fallbacks.clear();
             }
             if model.is_some() {
                 config.model = model;

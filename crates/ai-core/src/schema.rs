@@ -20,6 +20,8 @@ diesel::table! {
         role -> Text,
         content -> Text,
         created_at -> Timestamp,
+        provider -> Nullable<Text>,
+        model -> Nullable<Text>,
     }
 }
 

@@ -8,9 +8,8 @@ use std::time::Instant;
 use crate::budget::{self, Caller, Meter, Quota};
 use crate::config::AiConfig;
 use crate::error::AiError;
-use crate::providers::{
-    ChatMessage, ChatModel, ChatRequest, ChatStream, Completion, ProviderError, Role,
-};
+use crate::providers::{ChatMessage, ChatRequest, ChatStream, Completion, Role};
+use crate::routing::{RouteHealth, Router};
 use crate::store::{Conversation, ConversationHead, ConversationStore, Exchange, StoredMessage};
 
 /// The caller when nobody says who they are (the spec's default `user_id`).
@@ -26,6 +25,8 @@ pub struct Turn {
     pub user_id: String,
     /// The id of the reply (one for the whole stream).
     pub message_id: String,
+    /// The provider and model asked first (`AI_PROVIDER`, `AI_MODEL`); once a reply has come,
+    /// the ones that gave it.
     pub provider: String,
     pub model: String,
     /// The identifier the reply's tokens are counted under (`None`: not counted).
@@ -50,6 +51,16 @@ pub struct Reply {
     pub content: String,
     pub conversation_id: String,
     pub response_time_ms: f64,
+    /// The provider and model that answered.
+    pub provider: String,
+    pub model: String,
+}
+
+/// A provider's stream, and who is sending it.
+pub struct Opened {
+    pub stream: ChatStream,
+    pub provider: String,
+    pub model: String,
 }
 
 /// What the health answer reports.
@@ -60,6 +71,8 @@ pub struct Health {
     pub model: String,
     pub total_conversations: Option<i64>,
     pub validation_errors: Vec<String>,
+    /// Every provider of the chain, `AI_PROVIDER` first.
+    pub providers: Vec<RouteHealth>,
 }
 
 #[async_trait::async_trait]
@@ -74,10 +87,11 @@ pub trait AiService: Send + Sync {
         message: Option<String>,
         conversation_id: Option<String>,
     ) -> Result<Turn, AiError>;
-    /// Asks for the whole reply, counts its tokens and stores the exchange.
+    /// Asks the chain of providers for the whole reply, counts its tokens and stores the
+    /// exchange.
     async fn chat(&self, turn: Turn) -> Result<Reply, AiError>;
-    /// Opens the provider's stream for a turn.
-    async fn open_stream(&self, turn: &Turn) -> Result<ChatStream, AiError>;
+    /// Opens the stream of the first provider of the chain that sends a first chunk.
+    async fn open_stream(&self, turn: &Turn) -> Result<Opened, AiError>;
     /// Counts the tokens of a completed streamed exchange and stores it.
     async fn finish(&self, turn: Turn, completion: &Completion) -> Result<(), AiError>;
     /// A stream that ended before its reply completed (the client left, the provider failed):
@@ -93,13 +107,16 @@ pub trait AiService: Send + Sync {
     ) -> Result<Vec<ConversationHead>, AiError>;
     /// A conversation with every message; another user's is 403.
     async fn conversation(&self, user_id: &str, id: &str) -> Result<Conversation, AiError>;
+    /// Deletes a user's conversation with its messages; another user's is 404, as one that does
+    /// not exist (400: not a UUID).
+    async fn delete_conversation(&self, user_id: &str, id: &str) -> Result<(), AiError>;
     async fn health(&self) -> Result<Health, AiError>;
     fn config(&self) -> &AiConfig;
 }
 
 pub(crate) struct AiServiceImpl {
     config: AiConfig,
-    model: Arc<dyn ChatModel>,
+    router: Arc<Router>,
     store: Arc<dyn ConversationStore>,
     meter: Arc<Meter>,
 }
@@ -107,13 +124,13 @@ pub(crate) struct AiServiceImpl {
 impl AiServiceImpl {
     pub(crate) fn new(
         config: AiConfig,
-        model: Arc<dyn ChatModel>,
+        router: Arc<Router>,
         store: Arc<dyn ConversationStore>,
         meter: Arc<Meter>,
     ) -> Self {
         AiServiceImpl {
             config,
-            model,
+            router,
             store,
             meter,
         }
@@ -138,15 +155,19 @@ impl AiServiceImpl {
         self.config.missing_key(self.config.provider)
     }
 
-    /// Stores the exchange of `turn` answered by `content`.
-    async fn store(&self, turn: Turn, content: &str, model: &str) -> Result<(), AiError> {
+    /// Stores the exchange of `turn` answered by `content` (from `turn.provider`'s
+    /// `turn.model`).
+    async fn store(&self, turn: Turn, content: &str) -> Result<(), AiError> {
         let now = kernel::time::now();
         let response_time_ms = turn.elapsed_ms();
+        let continues = turn.existing.is_some();
         let head = match turn.existing {
             Some(mut head) => {
                 head.message_count += 2;
                 head.updated_at = now;
                 head.last_response_time_ms = Some(response_time_ms);
+                head.provider = turn.provider.clone();
+                head.model = turn.model.clone();
                 head
             }
             None => ConversationHead {
@@ -154,7 +175,7 @@ impl AiServiceImpl {
                 user_id: turn.user_id.clone(),
                 title: title(&turn.question.content),
                 provider: turn.provider.clone(),
-                model: model.to_owned(),
+                model: turn.model.clone(),
                 message_count: 2,
                 last_response_time_ms: Some(response_time_ms),
                 created_at: turn.question.timestamp,
@@ -166,12 +187,15 @@ impl AiServiceImpl {
             role: Role::Assistant,
             content: content.to_owned(),
             timestamp: now,
+            provider: Some(turn.provider.clone()),
+            model: Some(turn.model.clone()),
         };
         self.store
             .append(Exchange {
                 head,
                 question: turn.question,
                 answer,
+                continues,
             })
             .await
     }
@@ -202,8 +226,11 @@ fn check_user(user_id: &str) -> Result<(), AiError> {
     Ok(())
 }
 
-fn provider_error(e: ProviderError) -> AiError {
-    AiError::Provider(e.message)
+/// The conversation id a caller sent, as a UUID's canonical text (400 otherwise).
+fn conversation_uuid(id: &str) -> Result<String, AiError> {
+    Ok(uuid::Uuid::parse_str(id.trim())
+        .map_err(|_| AiError::Invalid(format!("Invalid conversation_id: {id:?} is not a UUID")))?
+        .to_string())
 }
 
 fn new_id() -> String {
@@ -299,17 +326,18 @@ impl AiService for AiServiceImpl {
                 role: Role::User,
                 content: message,
                 timestamp: kernel::time::now(),
+                provider: None,
+                model: None,
             },
             started: Instant::now(),
         })
     }
 
-    async fn chat(&self, turn: Turn) -> Result<Reply, AiError> {
-        let completion = self
-            .model
-            .complete(&turn.request)
-            .await
-            .map_err(provider_error)?;
+    async fn chat(&self, mut turn: Turn) -> Result<Reply, AiError> {
+        let answered = self.router.complete(&turn.request).await?;
+        let completion = answered.value;
+        turn.provider = answered.provider.to_owned();
+        turn.model = answered.model;
         self.spend(&turn, &completion.content, completion.usage)
             .await;
         let reply = Reply {
@@ -317,24 +345,26 @@ impl AiService for AiServiceImpl {
             content: completion.content.clone(),
             conversation_id: turn.conversation_id.clone(),
             response_time_ms: turn.elapsed_ms(),
+            provider: turn.provider.clone(),
+            model: turn.model.clone(),
         };
-        let model = turn.model.clone();
-        self.store(turn, &completion.content, &model).await?;
+        self.store(turn, &completion.content).await?;
         Ok(reply)
     }
 
-    async fn open_stream(&self, turn: &Turn) -> Result<ChatStream, AiError> {
-        self.model
-            .stream(&turn.request)
-            .await
-            .map_err(provider_error)
+    async fn open_stream(&self, turn: &Turn) -> Result<Opened, AiError> {
+        let answered = self.router.stream(&turn.request).await?;
+        Ok(Opened {
+            stream: answered.value,
+            provider: answered.provider.to_owned(),
+            model: answered.model,
+        })
     }
 
     async fn finish(&self, turn: Turn, completion: &Completion) -> Result<(), AiError> {
         self.spend(&turn, &completion.content, completion.usage)
             .await;
-        let model = turn.model.clone();
-        self.store(turn, &completion.content, &model).await
+        self.store(turn, &completion.content).await
     }
 
     async fn abandon(&self, turn: Turn, streamed: &str) -> Result<(), AiError> {
@@ -364,11 +394,7 @@ impl AiService for AiServiceImpl {
 
     async fn conversation(&self, user_id: &str, id: &str) -> Result<Conversation, AiError> {
         check_user(user_id)?;
-        let id = uuid::Uuid::parse_str(id.trim())
-            .map_err(|_| {
-                AiError::Invalid(format!("Invalid conversation_id: {id:?} is not a UUID"))
-            })?
-            .to_string();
+        let id = conversation_uuid(id)?;
         let conversation = self
             .store
             .get(&id, None)
@@ -378,6 +404,16 @@ impl AiService for AiServiceImpl {
             return Err(AiError::AccessDenied);
         }
         Ok(conversation)
+    }
+
+    async fn delete_conversation(&self, user_id: &str, id: &str) -> Result<(), AiError> {
+        check_user(user_id)?;
+        let id = conversation_uuid(id)?;
+        if self.store.delete(&id, user_id).await? {
+            Ok(())
+        } else {
+            Err(AiError::NotFound(id))
+        }
     }
 
     async fn health(&self) -> Result<Health, AiError> {
@@ -391,6 +427,7 @@ impl AiService for AiServiceImpl {
             model: self.config.model_for(self.config.provider),
             total_conversations: self.store.count().await.ok(),
             validation_errors,
+            providers: self.router.health(),
         })
     }
 

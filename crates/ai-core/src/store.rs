@@ -19,6 +19,10 @@ pub struct StoredMessage {
     pub role: Role,
     pub content: String,
     pub timestamp: NaiveDateTime,
+    /// Who wrote a reply: the provider and model that answered (`None` for the user's messages,
+    /// and for replies stored before this was kept).
+    pub provider: Option<String>,
+    pub model: Option<String>,
 }
 
 /// A conversation without its messages.
@@ -27,6 +31,7 @@ pub struct ConversationHead {
     pub id: String,
     pub user_id: String,
     pub title: String,
+    /// The provider and model that gave the latest reply.
     pub provider: String,
     pub model: String,
     pub message_count: i64,
@@ -49,18 +54,25 @@ pub struct Exchange {
     pub head: ConversationHead,
     pub question: StoredMessage,
     pub answer: StoredMessage,
+    /// It continues a conversation that existed when the question was asked: when that one has
+    /// been deleted (or forgotten) since, the exchange is not stored and nothing is recreated.
+    pub continues: bool,
 }
 
 #[async_trait::async_trait]
 pub trait ConversationStore: Send + Sync {
     /// The conversation's head and its last `context` messages (all of them with `None`).
     async fn get(&self, id: &str, context: Option<usize>) -> Result<Option<Conversation>, AiError>;
-    /// Adds an exchange, creating the conversation when it is new.
+    /// Adds an exchange, creating the conversation when it is new; an exchange that continues a
+    /// conversation gone meanwhile is dropped.
     async fn append(&self, exchange: Exchange) -> Result<(), AiError>;
     /// A user's conversations, most recently active first.
     async fn list(&self, user_id: &str, limit: usize) -> Result<Vec<ConversationHead>, AiError>;
     /// How many conversations are kept.
     async fn count(&self) -> Result<i64, AiError>;
+    /// Deletes `user_id`'s conversation `id` with every message; false when there is none (or it
+    /// is another user's).
+    async fn delete(&self, id: &str, user_id: &str) -> Result<bool, AiError>;
 }
 
 /// Conversations in this process: forgotten after `ttl` without activity, at most `max` kept (the
@@ -114,6 +126,9 @@ impl ConversationStore for MemoryStore {
         let mut all = self.lock();
         all.retain(|_, c| !self.expired(&c.head, now));
         let id = exchange.head.id.clone();
+        if exchange.continues && !all.contains_key(&id) {
+            return Ok(());
+        }
         if !all.contains_key(&id) && all.len() >= self.max {
             let oldest = all
                 .values()
@@ -148,6 +163,18 @@ impl ConversationStore for MemoryStore {
 
     async fn count(&self) -> Result<i64, AiError> {
         Ok(i64::try_from(self.lock().len()).unwrap_or(i64::MAX))
+    }
+
+    async fn delete(&self, id: &str, user_id: &str) -> Result<bool, AiError> {
+        let now = kernel::time::now();
+        let mut all = self.lock();
+        let owned = all
+            .get(id)
+            .is_some_and(|c| c.head.user_id == user_id && !self.expired(&c.head, now));
+        if owned {
+            all.remove(id);
+        }
+        Ok(owned)
     }
 }
 
@@ -185,6 +212,8 @@ struct MessageRow {
     role: String,
     content: String,
     created_at: NaiveDateTime,
+    provider: Option<String>,
+    model: Option<String>,
 }
 
 impl From<HeadRow> for ConversationHead {
@@ -234,6 +263,8 @@ fn message_row(conversation_id: &str, seq: i64, m: &StoredMessage) -> MessageRow
         role: role_name(m.role).to_owned(),
         content: m.content.clone(),
         created_at: m.timestamp,
+        provider: m.provider.clone(),
+        model: m.model.clone(),
     }
 }
 
@@ -276,6 +307,8 @@ impl ConversationStore for DatabaseStore {
                     },
                     content: m.content,
                     timestamp: m.created_at,
+                    provider: m.provider,
+                    model: m.model,
                 })
                 .collect(),
         }))
@@ -285,6 +318,25 @@ impl ConversationStore for DatabaseStore {
         let head = HeadRow::from(&exchange.head);
         let id = exchange.head.id.clone();
         write_tx!(&self.pool, AiError, |tx| {
+            if exchange.continues {
+                // Its row, written first, is locked until the commit: a delete running meanwhile
+                // waits for this exchange (and takes it along), or went first and leaves nothing
+                // to continue.
+                let found = with_conn!(tx, |c| {
+                    diesel::update(ai_conversations::table.find(&id))
+                        .set((
+                            ai_conversations::provider.eq(&head.provider),
+                            ai_conversations::model.eq(&head.model),
+                            ai_conversations::last_response_time_ms.eq(head.last_response_time_ms),
+                            ai_conversations::updated_at.eq(head.updated_at),
+                        ))
+                        .execute(c)
+                        .await
+                })?;
+                if found == 0 {
+                    return Ok(());
+                }
+            }
             // The exchange's two messages take the next two positions.
             let seq = with_conn!(tx, |c| {
                 ai_messages::table
@@ -303,6 +355,8 @@ impl ConversationStore for DatabaseStore {
                     .on_conflict(ai_conversations::id)
                     .do_update()
                     .set((
+                        ai_conversations::provider.eq(&head.provider),
+                        ai_conversations::model.eq(&head.model),
                         ai_conversations::message_count.eq(seq + 2),
                         ai_conversations::last_response_time_ms.eq(head.last_response_time_ms),
                         ai_conversations::updated_at.eq(head.updated_at),
@@ -342,5 +396,31 @@ impl ConversationStore for DatabaseStore {
             ai_conversations::table.count().get_result(c).await
         })?;
         Ok(n)
+    }
+
+    /// Both deletes in one transaction, the conversation's row first (only the owner's): an
+    /// exchange being added to it waits for that row, then finds nothing to continue.
+    async fn delete(&self, id: &str, user_id: &str) -> Result<bool, AiError> {
+        write_tx!(&self.pool, AiError, |tx| {
+            let deleted = with_conn!(tx, |c| {
+                diesel::delete(
+                    ai_conversations::table
+                        .filter(ai_conversations::id.eq(id))
+                        .filter(ai_conversations::user_id.eq(user_id)),
+                )
+                .execute(c)
+                .await
+            })?;
+            if deleted == 0 {
+                return Ok(false);
+            }
+            // Also without the foreign key's cascade (SQLite enforces it only when asked).
+            with_conn!(tx, |c| {
+                diesel::delete(ai_messages::table.filter(ai_messages::conversation_id.eq(id)))
+                    .execute(c)
+                    .await
+            })?;
+            Ok(true)
+        })
     }
 }

@@ -99,11 +99,22 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    /// Kept by triggers: transactions per user (0: none) and status, the sum of its stripes.
+    payment_transaction_counts (user_id, status, stripe) {
+        user_id -> BigInt,
+        status -> Text,
+        stripe -> SmallInt,
+        transactions -> BigInt,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     payment_customers,
     payment_disputes,
     payment_events,
     payment_invoices,
     payment_subscriptions,
+    payment_transaction_counts,
     payment_transactions,
 );

@@ -6,7 +6,7 @@ pub mod usage;
 
 use std::sync::Arc;
 
-use actix_web::{get, post, web};
+use actix_web::{HttpResponse, delete, get, post, web};
 use kernel::ApiError;
 use kernel::Timestamp;
 use kernel::identity::{self, Access, AuthFailure};
@@ -48,6 +48,11 @@ pub struct ChatResponse {
     pub content: String,
     pub conversation_id: String,
     pub response_time_ms: f64,
+    /// The provider that answered: `AI_PROVIDER`, or one of `AI_FALLBACK_PROVIDERS` when the
+    /// providers before it failed.
+    pub provider: String,
+    /// The model that answered (as configured for that provider).
+    pub model: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
@@ -109,6 +114,11 @@ pub struct MessageBody {
     pub role: String,
     pub content: String,
     pub timestamp: Timestamp,
+    /// The provider that wrote a reply; null for the user's messages (and for replies stored
+    /// before it was kept).
+    pub provider: Option<String>,
+    /// The model that wrote a reply; null as `provider`.
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -155,6 +165,8 @@ impl From<Conversation> for ConversationDetail {
                     .to_owned(),
                     content: m.content,
                     timestamp: Timestamp(m.timestamp),
+                    provider: m.provider,
+                    model: m.model,
                 })
                 .collect(),
             metadata: ConversationMetadata {
@@ -178,6 +190,31 @@ pub struct HealthResponse {
     pub total_conversations: i64,
     pub configuration_valid: bool,
     pub validation_errors: Vec<String>,
+    /// Every provider a reply may come from, in the order they are asked: `AI_PROVIDER`, then
+    /// `AI_FALLBACK_PROVIDERS`.
+    pub providers: Vec<ProviderHealth>,
+}
+
+/// One provider of the chain and its circuit breaker.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = ai::ProviderHealth)]
+pub struct ProviderHealth {
+    pub provider: String,
+    pub model: String,
+    /// `primary` (`AI_PROVIDER`) or `fallback`.
+    pub role: String,
+    /// False when it cannot be asked (`error` says why).
+    pub configured: bool,
+    pub error: Option<String>,
+    /// `closed` (asked), `open` (skipped after `AI_CIRCUIT_FAILURES` consecutive failures, until
+    /// `retry_at`) or `half_open` (one request is trying it again).
+    pub circuit: String,
+    /// Failures since its last success.
+    pub consecutive_failures: u32,
+    /// When an open circuit lets a request try it again.
+    pub retry_at: Option<Timestamp>,
+    /// The message of its last failure.
+    pub last_error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -231,8 +268,8 @@ async fn prepare(
         (status = 403, description = "Access denied"),
         (status = 404, description = "Conversation error: Conversation <id> not found"),
         (status = 429, description = QUOTA_EXCEEDED, headers(("Retry-After" = u64, description = "Seconds until the next UTC midnight"))),
-        (status = 502, description = "AI provider error: <the provider's message>"),
-        (status = 503, description = "AI service error: <why>"),
+        (status = 502, description = "AI provider error: <the provider's message> (with fallback providers, each one's: `openai: <message>; anthropic: <message>`)"),
+        (status = 503, description = "AI service error: <why> (disabled, a key missing, or every provider skipped after repeated failures: then with Retry-After)", headers(("Retry-After" = u64, description = "When every provider is skipped: seconds until the first may be tried again"))),
     )
 )]
 #[post("/chat")]
@@ -255,6 +292,8 @@ pub async fn chat(
         content: reply.content,
         conversation_id: reply.conversation_id,
         response_time_ms: reply.response_time_ms,
+        provider: reply.provider,
+        model: reply.model,
     }))
 }
 
@@ -304,6 +343,28 @@ pub async fn conversation(
     Ok(web::Json(conversation.into()))
 }
 
+#[utoipa::path(
+    tag = "ai",
+    params(("conversation_id" = String, Path, description = "A UUID"), UserQuery),
+    responses(
+        (status = 204, description = "Deleted, with every message"),
+        (status = 400, description = "Not a UUID"),
+        (status = 401),
+        (status = 404, description = "Conversation error: Conversation <id> not found (also when it is another user's)"),
+    )
+)]
+#[delete("/conversations/{conversation_id}")]
+pub async fn delete_conversation(
+    user: identity::Caller,
+    state: web::Data<AiState>,
+    id: web::Path<String>,
+    query: web::Query<UserQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let user = caller(&user, query.into_inner().user_id)?.id;
+    state.service.delete_conversation(&user, &id).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
 #[utoipa::path(tag = "ai", operation_id = "ai_health", responses((status = 200, body = HealthResponse)))]
 #[get("/health")]
 pub async fn health(state: web::Data<AiState>) -> Result<web::Json<HealthResponse>, ApiError> {
@@ -324,6 +385,22 @@ pub async fn health(state: web::Data<AiState>) -> Result<web::Json<HealthRespons
         total_conversations: health.total_conversations.unwrap_or(0),
         configuration_valid: valid,
         validation_errors: health.validation_errors,
+        providers: health
+            .providers
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| ProviderHealth {
+                provider: p.provider.to_owned(),
+                model: p.model,
+                role: if i == 0 { "primary" } else { "fallback" }.to_owned(),
+                configured: p.error.is_none(),
+                error: p.error,
+                circuit: p.circuit.phase.to_owned(),
+                consecutive_failures: p.circuit.consecutive_failures,
+                retry_at: p.circuit.retry_at.map(Timestamp),
+                last_error: p.circuit.last_error,
+            })
+            .collect(),
     }))
 }
 

@@ -156,8 +156,25 @@ async fn relay(service: Arc<dyn AiService>, turn: Turn, tx: mpsc::Sender<sse::Ev
     if !events.send("connect", connect).await {
         return;
     }
-    let mut stream = match service.open_stream(&turn).await {
-        Ok(stream) => stream,
+    // The chain may ask several providers, each within AI_TIMEOUT_SECONDS: a client that
+    // leaves meanwhile ends the relay (the stream opened after all is dropped unread).
+    let opened = tokio::select! {
+        opened = service.open_stream(&turn) => opened,
+        () = events.tx.closed() => {
+            // The prompt was sent: it counts, as for any reply broken off.
+            if let Err(e) = service.abandon(turn, "").await {
+                tracing::error!(error = %e, "the tokens of a broken-off reply could not be counted");
+            }
+            return;
+        }
+    };
+    let mut turn = turn;
+    let mut stream = match opened {
+        Ok(opened) => {
+            turn.provider = opened.provider;
+            turn.model = opened.model;
+            opened.stream
+        }
         Err(e) => {
             events.fail(e.to_string()).await;
             return;
@@ -195,7 +212,11 @@ async fn relay(service: Arc<dyn AiService>, turn: Turn, tx: mpsc::Sender<sse::Ev
         "response_time_ms": response_time_ms, "provider": provider, "model": model,
     });
     if events.send("final", final_event).await {
-        let complete = json!({"status": "completed", "message": "Stream completed"});
+        // Who answered, as in `final` (a client may listen to `complete` alone).
+        let complete = json!({
+            "status": "completed", "message": "Stream completed",
+            "provider": provider, "model": model,
+        });
         events.send("complete", complete).await;
     }
 }

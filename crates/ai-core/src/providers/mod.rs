@@ -75,6 +75,9 @@ pub struct ProviderError {
     pub message: String,
     /// What kind of failure it was, as the provider-call metric counts it.
     outcome: CallOutcome,
+    /// The provider refused the request itself (400, 413, 422: its content or size), which the
+    /// next provider of the chain would be sent as well: no fallback for it.
+    request_refused: bool,
 }
 
 impl ProviderError {
@@ -83,7 +86,21 @@ impl ProviderError {
         ProviderError {
             message: message.into(),
             outcome: CallOutcome::InvalidResponse,
+            request_refused: false,
         }
+    }
+
+    /// The same error marked as a refusal of the request itself (see [`Self::falls_through`]).
+    pub fn refusing_the_request(mut self) -> Self {
+        self.request_refused = true;
+        self
+    }
+
+    /// Whether the next provider of the chain is asked after this failure: after every failure
+    /// (no answer, a timeout, an error status, an unreadable answer, a refused key) but the
+    /// provider refusing the request itself, which the next one would be sent unchanged.
+    pub fn falls_through(&self) -> bool {
+        !self.request_refused
     }
 
     /// The same error counted as `outcome`.

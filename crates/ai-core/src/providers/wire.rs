@@ -42,8 +42,14 @@ fn transport(error: &reqwest::Error, timeout: Duration) -> ProviderError {
 /// the body.
 fn from_answer(status: reqwest::StatusCode, body: &[u8]) -> ProviderError {
     #[derive(Deserialize)]
+    struct Detail {
+        reason: Option<String>,
+    }
+    #[derive(Deserialize)]
     struct Inner {
         message: Option<String>,
+        #[serde(default)]
+        details: Vec<Detail>,
     }
     #[derive(Deserialize)]
     struct Body {
@@ -51,7 +57,18 @@ fn from_answer(status: reqwest::StatusCode, body: &[u8]) -> ProviderError {
         message: Option<String>,
         detail: Option<serde_json::Value>,
     }
-    let message = serde_json::from_slice::<Body>(body).ok().and_then(|b| {
+    let parsed = serde_json::from_slice::<Body>(body).ok();
+    // Gemini answers an invalid key with 400 and the reason `API_KEY_INVALID`: a key, not the
+    // request, is wrong.
+    let bad_key = parsed.as_ref().is_some_and(|b| {
+        b.error.as_ref().is_some_and(|e| {
+            e.details
+                .iter()
+                .any(|d| d.reason.as_deref() == Some("API_KEY_INVALID"))
+        })
+    });
+    let refused = matches!(status.as_u16(), 400 | 413 | 422) && !bad_key;
+    let message = parsed.and_then(|b| {
         let detail = b.detail.and_then(|d| match d {
             serde_json::Value::String(s) => Some(s),
             serde_json::Value::Null => None,
@@ -62,7 +79,7 @@ fn from_answer(status: reqwest::StatusCode, body: &[u8]) -> ProviderError {
             .flatten()
             .find(|m| !m.trim().is_empty())
     });
-    ProviderError::new(message.unwrap_or_else(|| {
+    let error = ProviderError::new(message.unwrap_or_else(|| {
         let text = String::from_utf8_lossy(body);
         let snippet: String = text.trim().chars().take(200).collect();
         if snippet.is_empty() {
@@ -71,7 +88,12 @@ fn from_answer(status: reqwest::StatusCode, body: &[u8]) -> ProviderError {
             format!("HTTP {status}: {snippet}")
         }
     }))
-    .counted_as(CallOutcome::HttpError)
+    .counted_as(CallOutcome::HttpError);
+    if refused {
+        error.refusing_the_request()
+    } else {
+        error
+    }
 }
 
 /// Sends `request` and reads the whole answer within `timeout`: a success's body as `T`, or the
@@ -299,6 +321,7 @@ impl Reading {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -354,5 +377,28 @@ mod tests {
             message(&"x".repeat(500)).len(),
             "HTTP 502 Bad Gateway: ".len() + 200
         );
+    }
+
+    #[test]
+    fn only_a_refused_request_stops_the_fallbacks() {
+        let falls = |status: u16, body: &str| {
+            from_answer(
+                reqwest::StatusCode::from_u16(status).unwrap(),
+                body.as_bytes(),
+            )
+            .falls_through()
+        };
+        for status in [401, 403, 404, 408, 429, 500, 502, 503, 529] {
+            assert!(falls(status, "{}"), "{status}");
+        }
+        for status in [400, 413, 422] {
+            assert!(
+                !falls(status, r#"{"error":{"message":"too long"}}"#),
+                "{status}"
+            );
+        }
+        let gemini_bad_key = r#"{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID"}]}}"#;
+        assert!(falls(400, gemini_bad_key));
+        assert!(ProviderError::new("unreadable").falls_through());
     }
 }

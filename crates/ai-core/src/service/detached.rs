@@ -6,11 +6,11 @@
 
 use kernel::unit::Detached;
 
-use super::{AiService, Health, Reply, Turn};
+use super::{AiService, Health, Opened, Reply, Turn};
 use crate::budget::{Caller, Quota};
 use crate::config::AiConfig;
 use crate::error::AiError;
-use crate::providers::{ChatStream, Completion};
+use crate::providers::Completion;
 use crate::store::{Conversation, ConversationHead};
 
 #[async_trait::async_trait]
@@ -30,7 +30,7 @@ impl AiService for Detached<dyn AiService> {
         self.run(move |s| async move { s.chat(turn).await }).await
     }
 
-    async fn open_stream(&self, turn: &Turn) -> Result<ChatStream, AiError> {
+    async fn open_stream(&self, turn: &Turn) -> Result<Opened, AiError> {
         let turn = turn.clone();
         self.run(move |s| async move { s.open_stream(&turn).await })
             .await
@@ -67,6 +67,12 @@ impl AiService for Detached<dyn AiService> {
     async fn conversation(&self, user_id: &str, id: &str) -> Result<Conversation, AiError> {
         let (user_id, id) = (user_id.to_owned(), id.to_owned());
         self.run(move |s| async move { s.conversation(&user_id, &id).await })
+            .await
+    }
+
+    async fn delete_conversation(&self, user_id: &str, id: &str) -> Result<(), AiError> {
+        let (user_id, id) = (user_id.to_owned(), id.to_owned());
+        self.run(move |s| async move { s.delete_conversation(&user_id, &id).await })
             .await
     }
 

@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 
 mod budget;
 mod cancellation;
+mod delete;
+mod fallback;
 mod reconnect;
 
 const TOKEN: &str = "token-of-user-7";
@@ -153,6 +155,10 @@ async fn a_chat_is_answered_and_continued_with_its_context(db: TestDb) {
         .await;
     assert_eq!(status, 200, "{first}");
     assert_eq!(first["content"], "Hello there, model");
+    assert_eq!(
+        (first["provider"].as_str(), first["model"].as_str()),
+        (Some("openai"), Some("gpt-4o-mini"))
+    );
     let id = first["conversation_id"].as_str().unwrap().to_owned();
     assert!(uuid::Uuid::parse_str(&id).is_ok());
     assert!(first["response_time_ms"].as_f64().unwrap() >= 0.0);

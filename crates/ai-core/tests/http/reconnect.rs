@@ -60,11 +60,11 @@ async fn every_event_has_an_id_after_a_retry_line(db: TestDb) {
     let message_id = assert_numbered(&events);
     let last: Value = serde_json::from_str(&events[4].data).unwrap();
     assert_eq!(last["message_id"], message_id.as_str());
-    // The data are the spec's, unchanged.
+    // The data are the spec's, with who answered added.
     let complete: Value = serde_json::from_str(&events[5].data).unwrap();
     assert_eq!(
         complete,
-        json!({"status": "completed", "message": "Stream completed"})
+        json!({"status": "completed", "message": "Stream completed", "provider": "openai", "model": "gpt-4o-mini"})
     );
     // The GET form and a failed stream are numbered the same way.
     let res = c

@@ -12,15 +12,16 @@ pub use invoices::{InvoiceRow, find_invoice_by_provider_id, list_invoices, put_i
 
 use chrono::NaiveDateTime;
 use diesel::dsl::sql;
-use diesel::sql_types::BigInt;
+use diesel::sql_types::{BigInt, Integer};
 use diesel::{
-    ExpressionMethods, Insertable, OptionalExtension, QueryDsl, QueryResult, Queryable, Selectable,
-    SelectableHelper,
+    CombineDsl, ExpressionMethods, Insertable, OptionalExtension, QueryDsl, QueryResult, Queryable,
+    Selectable, SelectableHelper,
 };
 use kernel::{DbConn, with_conn};
 
 use crate::schema::{
-    payment_customers, payment_events, payment_subscriptions, payment_transactions,
+    payment_customers, payment_events, payment_subscriptions, payment_transaction_counts,
+    payment_transactions,
 };
 
 #[derive(Debug, Clone, Queryable, Selectable)]
@@ -218,42 +219,52 @@ pub async fn find_transaction(
     })
 }
 
-/// The charge known by either id: one indexed lookup per id (an `OR` of the three would be
-/// planned as a scan of the whole table).
+/// The charge known by either id, in this order of preference: the charge of the payment intent,
+/// the row whose provider id is the payment intent, the charge of the charge id. One statement,
+/// a `UNION ALL` of one indexed lookup per id (an `OR` of the three would be planned as a scan
+/// of the whole table), each row tagged with its preference.
 pub async fn find_charge(
     conn: &mut DbConn<'_>,
     payment_intent: Option<&str>,
     charge: Option<&str>,
 ) -> QueryResult<Option<TransactionRow>> {
-    if let Some(pi) = payment_intent {
-        let found = with_conn!(conn, |c| {
+    let found: Vec<(TransactionRow, i32)> = with_conn!(conn, |c| {
+        let by_intent = payment_intent.map(|pi| {
             payment_transactions::table
                 .filter(payment_transactions::payment_intent_id.eq(pi))
                 .filter(payment_transactions::kind.eq("charge"))
-                .select(TransactionRow::as_select())
-                .first(c)
-                .await
-                .optional()
-        })?;
-        if found.is_some() {
-            return Ok(found);
-        }
-        if let Some(row) = find_by_provider_id(conn, pi).await? {
-            return Ok(Some(row));
-        }
-    }
-    match charge {
-        None => Ok(None),
-        Some(ch) => with_conn!(conn, |c| {
+                .select((TransactionRow::as_select(), sql::<Integer>("0")))
+                .into_boxed()
+        });
+        let by_provider_id = payment_intent.map(|pi| {
+            payment_transactions::table
+                .filter(payment_transactions::provider_transaction_id.eq(pi))
+                .select((TransactionRow::as_select(), sql::<Integer>("1")))
+                .into_boxed()
+        });
+        let by_charge = charge.map(|ch| {
             payment_transactions::table
                 .filter(payment_transactions::charge_id.eq(ch))
                 .filter(payment_transactions::kind.eq("charge"))
-                .select(TransactionRow::as_select())
-                .first(c)
-                .await
-                .optional()
-        }),
-    }
+                .select((TransactionRow::as_select(), sql::<Integer>("2")))
+                .into_boxed()
+        });
+        let mut parts = [by_intent, by_provider_id, by_charge].into_iter().flatten();
+        match parts.next() {
+            None => Ok(Vec::new()),
+            Some(first) => match (parts.next(), parts.next()) {
+                (None, _) => first.load(c).await,
+                (Some(second), None) => first.union_all(second).load(c).await,
+                (Some(second), Some(third)) => {
+                    first.union_all(second).union_all(third).load(c).await
+                }
+            },
+        }
+    })?;
+    Ok(found
+        .into_iter()
+        .min_by_key(|(row, preference)| (*preference, row.id))
+        .map(|(row, _)| row))
 }
 
 pub async fn find_by_provider_id(
@@ -320,6 +331,26 @@ pub async fn adopt_refunds(conn: &mut DbConn<'_>, parent_id: i64, user_id: i64) 
     })
 }
 
+/// The number of transactions of one user (or, `None`, of every row) and of one status (or
+/// every one), from the counts the triggers keep (`payment_transaction_counts`).
+macro_rules! counted {
+    ($c:expr, $user_id:expr, $status:expr) => {{
+        let mut query = payment_transaction_counts::table.into_boxed();
+        if let Some(user_id) = $user_id {
+            query = query.filter(payment_transaction_counts::user_id.eq(user_id));
+        }
+        if let Some(status) = $status {
+            query = query.filter(payment_transaction_counts::status.eq(status));
+        }
+        query
+            .select(sql::<BigInt>(
+                "CAST(COALESCE(SUM(transactions), 0) AS BIGINT)",
+            ))
+            .get_result::<i64>($c)
+            .await
+    }};
+}
+
 /// One page of transactions, newest first, and the number that match.
 pub async fn list_transactions(
     conn: &mut DbConn<'_>,
@@ -351,7 +382,7 @@ pub async fn list_transactions(
             .select(TransactionRow::as_select())
             .load(c)
             .await?;
-        let total = filtered!().count().get_result(c).await?;
+        let total = counted!(c, user_id, status)?;
         Ok((rows, total))
     })
 }
@@ -369,7 +400,7 @@ pub async fn totals(conn: &mut DbConn<'_>, user_id: Option<i64>) -> QueryResult<
         }};
     }
     with_conn!(conn, |c| {
-        let total: i64 = scoped!().count().get_result(c).await?;
+        let total = counted!(c, user_id, None::<&str>)?;
         let revenue: i64 = scoped!()
             .filter(payment_transactions::kind.eq("charge"))
             .filter(payment_transactions::status.eq_any([

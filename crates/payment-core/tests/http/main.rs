@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 mod access;
 mod cancellation;
+mod counts;
 mod invoices;
 mod plans;
 mod portal;
@@ -310,6 +311,7 @@ async fn refunds_follow_the_contract(db: TestDb) {
         .filter(|e| e.path == "/v1/refunds")
         .collect();
     assert!(sent.iter().all(|e| !e.body.contains("reason=")), "{sent:?}");
+    assert_counts_agree(&db).await;
 }
 
 async fn a_subscription_is_created_paid_and_cancelled(db: TestDb) {
@@ -796,6 +798,36 @@ async fn a_database_failure_mid_event_is_a_500_and_the_retry_succeeds(db: TestDb
     assert_eq!(list["transactions"][0]["status"], "succeeded");
 }
 
+/// Checks that the counts the triggers keep (`payment_transaction_counts`, read by the lists'
+/// totals) agree with the rows: every kept count is the rows' own, and no row is uncounted.
+async fn assert_counts_agree(db: &TestDb) {
+    #[derive(diesel::QueryableByName)]
+    struct Mismatches {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        mismatches: i64,
+    }
+    const SQL: &str = "SELECT \
+        (SELECT COUNT(*) FROM \
+            (SELECT user_id, status, SUM(transactions) AS transactions \
+             FROM payment_transaction_counts GROUP BY user_id, status) c \
+         WHERE c.transactions <> (SELECT COUNT(*) FROM payment_transactions t \
+             WHERE COALESCE(t.user_id, 0) = c.user_id AND t.status = c.status)) \
+      + (SELECT COUNT(*) FROM payment_transactions t WHERE NOT EXISTS \
+            (SELECT 1 FROM payment_transaction_counts c \
+             WHERE c.user_id = COALESCE(t.user_id, 0) AND c.status = t.status)) \
+        AS mismatches";
+    let pool = kernel::DbPool::connect(&db.url, 1).await.unwrap();
+    let mut pooled = pool.get().await.unwrap();
+    let found = kernel::with_conn!(&mut pooled.conn(), |c| {
+        diesel::sql_query(SQL).get_result::<Mismatches>(c).await
+    })
+    .unwrap();
+    assert_eq!(
+        found.mismatches, 0,
+        "the kept counts disagree with the rows"
+    );
+}
+
 /// Every row the caller can see, as sortable lines.
 async fn snapshot(c: &Ctx) -> Vec<String> {
     let (_, t) = c
@@ -928,6 +960,9 @@ async fn a_thousand_events_shuffled_and_repeated_end_as_in_order(db: TestDb) {
         missing.is_empty() && extra.is_empty(),
         "missing {missing:?}, extra {extra:?}"
     );
+    // The counts kept through every status change and late assignment agree with the rows.
+    assert_counts_agree(&db).await;
+    assert_counts_agree(&other_db).await;
 }
 
 /// `keel payment replay-webhooks` (through the module's command, in process): saved deliveries

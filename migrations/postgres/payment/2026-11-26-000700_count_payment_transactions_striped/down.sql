@@ -1,0 +1,4 @@
+DROP TRIGGER payment_transactions_counted_change ON payment_transactions;
+DROP TRIGGER payment_transactions_counted ON payment_transactions;
+DROP FUNCTION payment_transactions_count();
+DROP TABLE payment_transaction_counts;

@@ -1,0 +1,4 @@
+DROP TRIGGER payment_transactions_counted_change;
+DROP TRIGGER payment_transactions_counted_delete;
+DROP TRIGGER payment_transactions_counted_insert;
+DROP TABLE payment_transaction_counts;
