@@ -1,5 +1,5 @@
-//! `keel payment ...`: the status summary, transactions, a refund, and feeding saved Stripe
-//! events back through the webhook's handler (recovery after an outage).
+//! `keel payment ...`: the status summary, transactions, invoices, a refund, and feeding saved
+//! Stripe events back through the webhook's handler (recovery after an outage).
 
 use std::path::PathBuf;
 
@@ -19,6 +19,16 @@ pub enum PaymentCommand {
     /// Transactions, newest first.
     Transactions {
         /// Only the transactions of the customer with this e-mail address.
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+    },
+    /// Invoices (from Stripe's invoice events), newest first, with their hosted pages.
+    Invoices {
+        /// Only the invoices of the customer with this e-mail address.
         #[arg(long)]
         user: Option<String>,
         #[arg(long)]
@@ -49,9 +59,25 @@ pub enum PaymentCommand {
 pub fn command() -> clap::Command {
     PaymentCommand::augment_subcommands(
         clap::Command::new(COMMAND)
-            .about("Payment status, transactions, refunds, and replaying saved Stripe events")
+            .about(
+                "Payment status, transactions, invoices, refunds, and replaying saved Stripe events",
+            )
             .subcommand_required(true),
     )
+}
+
+/// Everyone's rows, or (`--user EMAIL`) those of the user of the customer with that address.
+async fn caller_of(service: &dyn PaymentService, user: Option<String>) -> Result<Caller, String> {
+    Ok(match user {
+        None => Caller::Anyone,
+        Some(email) => Caller::User(
+            service
+                .user_by_email(&email)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("no payment customer with the address {email}"))?,
+        ),
+    })
 }
 
 /// Runs `keel payment <matches>`.
@@ -78,16 +104,7 @@ pub async fn run(service: &dyn PaymentService, matches: &ArgMatches) -> Result<(
             status,
             limit,
         } => {
-            let caller = match user {
-                None => Caller::Anyone,
-                Some(email) => Caller::User(
-                    service
-                        .user_by_email(&email)
-                        .await
-                        .map_err(text)?
-                        .ok_or_else(|| format!("no payment customer with the address {email}"))?,
-                ),
-            };
+            let caller = caller_of(service, user).await?;
             let page = Page {
                 page: 1,
                 page_size: limit.clamp(1, 1000),
@@ -109,6 +126,35 @@ pub async fn run(service: &dyn PaymentService, matches: &ArgMatches) -> Result<(
                 );
             }
             println!("{} of {total} transactions", rows.len());
+        }
+        PaymentCommand::Invoices {
+            user,
+            status,
+            limit,
+        } => {
+            let caller = caller_of(service, user).await?;
+            let page = Page {
+                page: 1,
+                page_size: limit.clamp(1, 1000),
+            };
+            let (rows, total) = service
+                .invoices(caller, status.as_deref(), page)
+                .await
+                .map_err(text)?;
+            for i in &rows {
+                println!(
+                    "{}\t{}\t{}\t{}\t{} {}\t{}\t{}",
+                    i.id,
+                    kernel::time::format(&i.invoice_created),
+                    i.number.as_deref().unwrap_or("-"),
+                    i.status,
+                    i.amount_due,
+                    i.currency,
+                    i.provider_invoice_id,
+                    i.hosted_invoice_url.as_deref().unwrap_or("-")
+                );
+            }
+            println!("{} of {total} invoices", rows.len());
         }
         PaymentCommand::Refund { id, amount, reason } => {
             let refund = service

@@ -22,6 +22,13 @@ pub struct PaymentConfig {
     /// no URL (else the built-in pages).
     pub success_url: Option<String>,
     pub cancel_url: Option<String>,
+    /// `PAYMENT_PORTAL_RETURN_URL`: where Stripe's billing portal sends the customer back when the
+    /// request names no URL (else the built-in `/payment/return` page). Its origin is also one a
+    /// request's `return_url` may name.
+    pub portal_return_url: Option<String>,
+    /// `PAYMENT_PORTAL_CONFIGURATION` (`bpc_...`): the Stripe portal configuration; without it,
+    /// the account's default one.
+    pub portal_configuration: Option<String>,
     /// `PUBLIC_BASE_URL` (default `http://localhost:<PORT>`): the built-in pages' address.
     pub public_base_url: String,
     /// `PAYMENT_TIMEOUT_SECONDS` (default 30): the longest a Stripe call may take.
@@ -42,6 +49,8 @@ impl std::fmt::Debug for PaymentConfig {
             .field("api_base", &self.api_base)
             .field("success_url", &self.success_url)
             .field("cancel_url", &self.cancel_url)
+            .field("portal_return_url", &self.portal_return_url)
+            .field("portal_configuration", &self.portal_configuration)
             .field("public_base_url", &self.public_base_url)
             .field("timeout", &self.timeout)
             .field("plans", &self.plans)
@@ -57,6 +66,8 @@ impl Default for PaymentConfig {
             api_base: DEFAULT_STRIPE_API_BASE.to_owned(),
             success_url: None,
             cancel_url: None,
+            portal_return_url: None,
+            portal_configuration: None,
             public_base_url: DEFAULT_PUBLIC_BASE_URL.to_owned(),
             timeout: Duration::from_secs(30),
             plans: BTreeMap::new(),
@@ -128,6 +139,23 @@ pub fn parse_plans(raw: &str) -> Result<BTreeMap<String, String>, String> {
     Ok(plans)
 }
 
+/// Reads `PAYMENT_PORTAL_CONFIGURATION`: a Stripe portal configuration id, `bpc_` then letters,
+/// digits or `_` (at most 255 characters), or nothing.
+pub fn parse_portal_configuration(raw: Option<String>) -> Result<Option<String>, String> {
+    match raw {
+        Some(id)
+            if !id.starts_with("bpc_")
+                || id.len() > 255
+                || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+        {
+            Err(format!(
+                "{id:?} is not a Stripe portal configuration id (bpc_...)"
+            ))
+        }
+        other => Ok(other),
+    }
+}
+
 impl kernel::ModuleConfig for PaymentConfig {
     fn production_problems(&self, _: &Deployment) -> Vec<ConfigError> {
         PaymentConfig::production_problems(self)
@@ -141,6 +169,11 @@ impl kernel::ModuleConfig for PaymentConfig {
                 .unwrap_or_else(|| DEFAULT_STRIPE_API_BASE.to_owned()),
             success_url: var("PAYMENT_SUCCESS_URL"),
             cancel_url: var("PAYMENT_CANCEL_URL"),
+            portal_return_url: url("PAYMENT_PORTAL_RETURN_URL", None)?,
+            portal_configuration: parse_portal_configuration(var("PAYMENT_PORTAL_CONFIGURATION"))
+                .map_err(|e| {
+                ConfigError::new("PAYMENT_PORTAL_CONFIGURATION", e)
+            })?,
             public_base_url: kernel::config::public_base_url()?.url,
             timeout: Duration::from_secs(parse_in_range("PAYMENT_TIMEOUT_SECONDS", 30, 1..=120)?),
             plans: match var("PAYMENT_PLANS") {
@@ -194,6 +227,27 @@ mod tests {
             &format!("p={}", "x".repeat(65)),
         ] {
             assert!(parse_plans(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_portal_configuration_is_a_stripe_id() {
+        assert_eq!(parse_portal_configuration(None), Ok(None));
+        assert_eq!(
+            parse_portal_configuration(Some("bpc_1Abc".into())),
+            Ok(Some("bpc_1Abc".to_owned()))
+        );
+        for bad in [
+            "bps_1Abc",
+            "1Abc",
+            "bpc_a b",
+            "bpc_a&x=1",
+            &format!("bpc_{}", "a".repeat(252)),
+        ] {
+            assert!(
+                parse_portal_configuration(Some(bad.to_owned())).is_err(),
+                "{bad}"
+            );
         }
     }
 

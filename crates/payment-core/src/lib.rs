@@ -1,6 +1,7 @@
-//! Keel's payment module: Stripe checkout, the transactions, subscriptions and disputes its signed
-//! webhook events write, refunds and cancels, each user seeing only their own rows. Mounted at
-//! `/api/v1/payment`, with the built-in return pages at `/payment/success` and `/payment/cancel`.
+//! Keel's payment module: Stripe checkout, the transactions, subscriptions, disputes and invoices
+//! its signed webhook events write, refunds and cancels, Stripe's billing portal, each user seeing
+//! only their own rows. Mounted at `/api/v1/payment`, with the built-in return pages at
+//! `/payment/success`, `/payment/cancel` and `/payment/return`.
 
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -31,8 +32,10 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 pub use config::PaymentConfig;
 pub use error::PaymentError;
-pub use service::{Caller, Checkout, CheckoutRequest, PaymentService, Summary, WebhookReceipt};
-pub use store::{DisputeRow, SubscriptionRow, TransactionRow};
+pub use service::{
+    Caller, Checkout, CheckoutRequest, PaymentService, Portal, Summary, WebhookReceipt,
+};
+pub use store::{DisputeRow, InvoiceRow, SubscriptionRow, TransactionRow};
 
 use service::PaymentServiceImpl;
 
@@ -140,16 +143,18 @@ impl Module for PaymentModule {
     fn routes(&self, cfg: &mut ServiceConfig) {
         cfg.app_data(self.state.clone())
             .app_data(self.identity.clone())
-            .service(http::checkout)
-            .service(http::transactions)
-            .service(http::transaction)
-            .service(http::refund)
-            .service(http::subscriptions)
-            .service(http::cancel)
-            .service(http::disputes)
-            .service(http::dispute)
-            .service(http::summary)
-            .service(http::webhook);
+            .service(http::checkout::checkout)
+            .service(http::transactions::transactions)
+            .service(http::transactions::transaction)
+            .service(http::transactions::refund)
+            .service(http::subscriptions::subscriptions)
+            .service(http::subscriptions::cancel)
+            .service(http::disputes::disputes)
+            .service(http::disputes::dispute)
+            .service(http::invoices::invoices)
+            .service(http::portal::portal)
+            .service(http::status::summary)
+            .service(http::webhook::webhook);
     }
 
     fn side_mount(&self) -> Option<&'static str> {
@@ -157,7 +162,9 @@ impl Module for PaymentModule {
     }
 
     fn side_routes(&self, cfg: &mut ServiceConfig) {
-        cfg.service(http::success_page).service(http::cancel_page);
+        cfg.service(http::pages::success_page)
+            .service(http::pages::cancel_page)
+            .service(http::pages::return_page);
     }
 
     /// Healthy when the payment rows can be read (like comms, a provider not configured yet is

@@ -75,6 +75,31 @@ diesel::table! {
 }
 
 diesel::table! {
+    payment_invoices (id) {
+        id -> BigInt,
+        provider_invoice_id -> Text,
+        provider_customer_id -> Nullable<Text>,
+        provider_subscription_id -> Nullable<Text>,
+        number -> Nullable<Text>,
+        status -> Text,
+        status_rank -> Integer,
+        amount_due -> BigInt,
+        amount_paid -> BigInt,
+        amount_remaining -> BigInt,
+        currency -> Text,
+        hosted_invoice_url -> Nullable<Text>,
+        invoice_pdf -> Nullable<Text>,
+        period_start -> Nullable<Timestamp>,
+        period_end -> Nullable<Timestamp>,
+        invoice_created -> Timestamp,
+        event_type -> Text,
+        event_created -> BigInt,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
     /// Kept by triggers: transactions per user (0: none) and status, the sum of its stripes.
     payment_transaction_counts (user_id, status, stripe) {
         user_id -> BigInt,
@@ -88,6 +113,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     payment_customers,
     payment_disputes,
     payment_events,
+    payment_invoices,
     payment_subscriptions,
     payment_transaction_counts,
     payment_transactions,

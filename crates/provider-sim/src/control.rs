@@ -37,6 +37,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                     "/stripe/checkout/{id}/{outcome}",
                     web::post().to(stripe_checkout),
                 )
+                .route(
+                    "/stripe/subscriptions/{id}/renew/{outcome}",
+                    web::post().to(stripe_renew),
+                )
                 .route("/stripe/objects/{id}", web::get().to(stripe_object))
                 .route("/twilio/{sid}/status", web::post().to(twilio_status))
                 .route("/resend/{email_id}/events", web::post().to(resend_event))
@@ -263,6 +267,30 @@ async fn stripe_checkout(
     )
     .await
     {
+        Ok(deliveries) => HttpResponse::Ok().json(json!({ "deliveries": deliveries })),
+        Err(message) => bad_request(&message),
+    }
+}
+
+/// `POST /_sim/stripe/subscriptions/{id}/renew/{pay|fail}`: the subscription's period ends
+/// (body: optional delivery options); answers the deliveries.
+async fn stripe_renew(
+    sim: web::Data<Sim>,
+    path: web::Path<(String, String)>,
+    body: Bytes,
+) -> HttpResponse {
+    let (id, outcome) = path.into_inner();
+    let outcome = match outcome.as_str() {
+        "pay" => Outcome::Pay,
+        "fail" => Outcome::Fail,
+        other => return not_found(&format!("unknown outcome: {other} (pay or fail)")),
+    };
+    let options: DeliveryOptions = match body_json(&body).map(serde_json::from_value) {
+        Ok(Ok(options)) => options,
+        Ok(Err(e)) => return bad_request(&format!("invalid body: {e}")),
+        Err(message) => return bad_request(&message),
+    };
+    match stripe::renew_subscription(&sim, &id, outcome, &options).await {
         Ok(deliveries) => HttpResponse::Ok().json(json!({ "deliveries": deliveries })),
         Err(message) => bad_request(&message),
     }

@@ -266,6 +266,19 @@ impl SimHandle {
         .await
     }
 
+    /// Ends subscription `id`'s current period as Stripe would and delivers the events: the next
+    /// period billed (`customer.subscription.updated`, `invoice.finalized`, then `invoice.paid`
+    /// with `Outcome::Pay` or `invoice.payment_failed` and status `past_due` with `Outcome::Fail`),
+    /// or, for a subscription set to cancel at the period's end, `customer.subscription.deleted`.
+    /// `Err` names why it cannot be renewed.
+    pub async fn renew_subscription(
+        &self,
+        id: &str,
+        outcome: Outcome,
+    ) -> Result<Vec<Delivery>, String> {
+        stripe::renew_subscription(&self.sim, id, outcome, &DeliveryOptions::default()).await
+    }
+
     /// Posts a Twilio status callback for a message or call in the outbox, with the given status.
     pub async fn twilio_status_callback(
         &self,

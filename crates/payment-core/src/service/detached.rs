@@ -7,10 +7,10 @@
 use kernel::pagination::Page;
 use kernel::unit::Detached;
 
-use super::{Caller, Checkout, CheckoutRequest, PaymentService, Summary, WebhookReceipt};
+use super::{Caller, Checkout, CheckoutRequest, PaymentService, Portal, Summary, WebhookReceipt};
 use crate::config::PaymentConfig;
 use crate::error::PaymentError;
-use crate::store::{DisputeRow, SubscriptionRow, TransactionRow};
+use crate::store::{DisputeRow, InvoiceRow, SubscriptionRow, TransactionRow};
 
 #[async_trait::async_trait]
 impl PaymentService for Detached<dyn PaymentService> {
@@ -112,6 +112,27 @@ impl PaymentService for Detached<dyn PaymentService> {
 
     async fn dispute(&self, caller: Caller, id: i64) -> Result<DisputeRow, PaymentError> {
         self.run(move |s| async move { s.dispute(caller, id).await })
+            .await
+    }
+
+    async fn portal(
+        &self,
+        caller: Caller,
+        return_url: Option<&str>,
+    ) -> Result<Portal, PaymentError> {
+        let return_url = return_url.map(str::to_owned);
+        self.run(move |s| async move { s.portal(caller, return_url.as_deref()).await })
+            .await
+    }
+
+    async fn invoices(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+        page: Page,
+    ) -> Result<(Vec<InvoiceRow>, i64), PaymentError> {
+        let status = status.map(str::to_owned);
+        self.run(move |s| async move { s.invoices(caller, status.as_deref(), page).await })
             .await
     }
 

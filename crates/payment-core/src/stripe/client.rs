@@ -1,5 +1,5 @@
-//! The Stripe calls Keel makes: customers, checkout sessions, refunds and cancelling a subscription
-//! at the end of its period. Requests are form-encoded with Stripe's bracketed keys
+//! The Stripe calls Keel makes: customers, checkout sessions, billing portal sessions, refunds and
+//! cancelling a subscription at the end of its period. Requests are form-encoded with Stripe's bracketed keys
 //! (`line_items[0][price]`), carry the secret key as a bearer token and an `Idempotency-Key`, and
 //! are bounded by the payment timeout; answers are JSON.
 
@@ -112,6 +112,18 @@ pub struct CheckoutParams {
 pub struct CheckoutSession {
     pub id: String,
     pub url: String,
+}
+
+/// A billing portal session Stripe created: the customer is sent to `url`, and Stripe's portal
+/// sends them back to `return_url`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct PortalSession {
+    pub id: String,
+    pub url: String,
+    #[serde(default)]
+    pub return_url: Option<String>,
+    #[serde(default)]
+    pub created: Option<i64>,
 }
 
 /// A refund to ask for: of a payment intent (preferred when both are given) or of a charge.
@@ -241,6 +253,23 @@ impl Stripe {
             form.add_opt("subscription_data[metadata][user_id]", params.user_id);
         }
         self.post(&["checkout", "sessions"], &form, idempotency_key)
+            .await
+    }
+
+    /// POST /v1/billing_portal/sessions: customer, return_url, and configuration (a `bpc_...`
+    /// id; without one Stripe uses the account's default portal configuration).
+    pub async fn create_portal_session(
+        &self,
+        customer: &str,
+        return_url: &str,
+        configuration: Option<&str>,
+        idempotency_key: &str,
+    ) -> Result<PortalSession, StripeError> {
+        let mut form = Form::default();
+        form.add("customer", customer);
+        form.add("return_url", return_url);
+        form.add_opt("configuration", configuration);
+        self.post(&["billing_portal", "sessions"], &form, idempotency_key)
             .await
     }
 

@@ -4,4 +4,6 @@
 mod client;
 pub mod signature;
 
-pub use client::{CheckoutParams, CheckoutSession, Refund, RefundParams, Stripe, StripeError};
+pub use client::{
+    CheckoutParams, CheckoutSession, PortalSession, Refund, RefundParams, Stripe, StripeError,
+};

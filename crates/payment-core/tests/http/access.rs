@@ -24,6 +24,8 @@ fn routes(tx: i64, sub: i64, dispute: i64) -> Vec<(&'static str, String)> {
         ("POST", format!("/subscriptions/{sub}/cancel")),
         ("GET", "/disputes".to_owned()),
         ("GET", format!("/disputes/{dispute}")),
+        ("GET", "/invoices".to_owned()),
+        ("POST", "/portal".to_owned()),
         ("GET", "/status".to_owned()),
     ]
 }
@@ -183,7 +185,11 @@ async fn without_auth_every_route_is_open_and_the_status_counts_everything(db: T
     let c = start_with(&db, |_| {}, false).await;
     let (tx, sub, dispute) = alice_and_bob_pay(&c, None, None).await;
     for (method, path) in routes(tx, sub, dispute) {
-        if path.starts_with("/refund") || path.ends_with("/cancel") || path == "/checkout" {
+        if path.starts_with("/refund")
+            || path.ends_with("/cancel")
+            || path == "/checkout"
+            || path == "/portal"
+        {
             continue; // they act: checked below and by the other tests
         }
         let (status, answer) = c.call(method, &path, None, None).await;
@@ -191,6 +197,11 @@ async fn without_auth_every_route_is_open_and_the_status_counts_everything(db: T
     }
     let (_, list) = c.call("GET", "/transactions", None, None).await;
     assert_eq!(list["total"], 3, "{list}");
+    // Every invoice (the subscription's first), and no user whose customer a portal could open.
+    let (_, invoices) = c.call("GET", "/invoices", None, None).await;
+    assert_eq!(invoices["total"], 1, "{invoices}");
+    let (status, answer) = c.call("POST", "/portal", None, None).await;
+    assert_eq!(status, 409, "{answer}");
     assert_eq!(figures(&c, None).await, (3, 5500, 1));
     let (status, answer) = c
         .call("POST", &format!("/subscriptions/{sub}/cancel"), None, None)

@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 mod access;
 mod cancellation;
 mod counts;
+mod invoices;
 mod plans;
+mod portal;
 
 const ALICE: &str = "alice-token";
 const BOB: &str = "bob-token";

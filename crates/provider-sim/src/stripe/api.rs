@@ -1,4 +1,5 @@
-//! The `/v1` resources: customers, checkout sessions, refunds, subscriptions and lookups by id.
+//! The `/v1` resources: customers, checkout sessions, billing portal sessions, refunds,
+//! subscriptions and lookups by id.
 
 use actix_web::http::Method;
 use serde_json::{Value, json};
@@ -28,6 +29,9 @@ pub(super) fn route(
         ("POST", ["customers", id]) => plain(update_customer(st, id, p)),
         ("GET", ["customers"]) => plain(Ok(list_customers(st, p))),
         ("POST", ["checkout", "sessions"]) => plain(create_session(st, base_url, p, now)),
+        ("POST", ["billing_portal", "sessions"]) => {
+            plain(super::portal::create_session(st, base_url, p, now))
+        }
         ("GET", ["checkout", "sessions", id]) => plain(get(st, "checkout.session", id)),
         ("POST", ["refunds"]) => create_refund(st, p, now),
         ("POST", ["subscriptions", id]) => update_subscription(st, id, p, now),
@@ -409,7 +413,7 @@ fn parse_bool(p: &Value, param: &str) -> Result<Option<bool>, ApiError> {
     }
 }
 
-fn update_subscription(st: &mut State, id: &str, p: &Value, now: i64) -> Handled {
+pub(super) fn update_subscription(st: &mut State, id: &str, p: &Value, now: i64) -> Handled {
     let mut sub = get(st, "subscription", id)?;
     if sub["status"] == "canceled" {
         return Err(invalid(

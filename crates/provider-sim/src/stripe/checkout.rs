@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::api::{money, start_subscription};
-use super::objects::{self, Payment};
+use super::objects::{self, InvoiceSeed, Payment};
 use super::{DeliveryOptions, State, deliver, events::envelope};
 use crate::delivery::Delivery;
 use crate::html::{escape, page as html_page};
@@ -20,7 +20,7 @@ use crate::{form, ids};
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     /// The card is charged: `checkout.session.completed` plus `payment_intent.succeeded`, or for
-    /// subscriptions `customer.subscription.created` and `invoice.paid`.
+    /// subscriptions `customer.subscription.created`, `invoice.finalized` and `invoice.paid`.
     Pay,
     /// The card is declined: `payment_intent.payment_failed`; the session stays open.
     Fail,
@@ -34,12 +34,20 @@ pub async fn complete_checkout(
     email: Option<&str>,
     options: &DeliveryOptions,
 ) -> Result<Vec<Delivery>, String> {
-    let events = complete(&mut lock(&sim.stripe), id, outcome, email, now())?;
+    let events = complete(
+        &mut lock(&sim.stripe),
+        &sim.base_url,
+        id,
+        outcome,
+        email,
+        now(),
+    )?;
     Ok(deliver(sim, events, options).await)
 }
 
 fn complete(
     st: &mut State,
+    base_url: &str,
     id: &str,
     outcome: Outcome,
     email: Option<&str>,
@@ -123,7 +131,15 @@ fn complete(
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
-            let mut invoice = objects::invoice(&invoice_id, &sub, Some(&email), true, now);
+            let number = st.next_invoice_number(&customer);
+            let seed = InvoiceSeed {
+                id: &invoice_id,
+                number: &number,
+                subscription: &sub,
+                email: Some(&email),
+                base_url,
+            };
+            let mut invoice = objects::invoice(&seed, true, now);
             // The first invoice is paid by a payment intent and its charge, which can then be
             // refunded and disputed like a one-off payment.
             let paid = Payment {
@@ -145,6 +161,13 @@ fn complete(
                 None,
                 now,
             ));
+            // Stripe finalizes the invoice, then it is paid (both told, as Stripe tells them).
+            let mut finalized = invoice.clone();
+            finalized["status"] = json!("open");
+            finalized["amount_paid"] = json!(0);
+            finalized["amount_remaining"] = invoice["amount_due"].clone();
+            finalized["status_transitions"]["paid_at"] = Value::Null;
+            events.push(envelope(None, "invoice.finalized", finalized, None, now));
             events.push(envelope(None, "invoice.paid", invoice, None, now));
         }
         _ => session["payment_status"] = json!("no_payment_required"),

@@ -5,19 +5,22 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::State;
-use super::objects::{self, API_VERSION, Payment, SubscriptionSeed};
+use super::objects::{self, API_VERSION, InvoiceSeed, Payment, SubscriptionSeed};
 use crate::delivery::{self, Delivery};
 use crate::journal::Provider;
 use crate::state::{Sim, lock, now};
 use crate::{ids, signing};
 
 /// The event types Keel handles; the builder accepts any other type too.
-pub const EVENT_TYPES: [&str; 13] = [
+pub const EVENT_TYPES: [&str; 16] = [
     "checkout.session.completed",
     "payment_intent.succeeded",
     "payment_intent.payment_failed",
+    "invoice.finalized",
     "invoice.paid",
     "invoice.payment_failed",
+    "invoice.voided",
+    "invoice.marked_uncollectible",
     "customer.subscription.created",
     "customer.subscription.updated",
     "customer.subscription.deleted",
@@ -100,6 +103,8 @@ struct Seeds {
     currency: String,
     /// A dispute named by the spec's `id` (dispute events then update it).
     dispute: Option<Value>,
+    /// An invoice named by the spec's `id` (invoice events then move it on).
+    invoice: Option<String>,
 }
 
 /// Builds an event of any type and registers the objects it names (customer, charge, payment
@@ -108,7 +113,7 @@ pub fn build_event(sim: &Sim, spec: &EventSpec) -> Value {
     let now = now();
     let mut st = lock(&sim.stripe);
     let seeds = seeds(&st, spec);
-    let (mut object, previous) = default_object(&st, &spec.kind, &seeds, now);
+    let (mut object, previous) = default_object(&st, &sim.base_url, &spec.kind, &seeds, now);
     merge(&mut object, &spec.object);
     register(&mut st, &spec.kind, &object, &seeds, now);
     envelope(
@@ -157,6 +162,7 @@ fn seeds(st: &State, spec: &EventSpec) -> Seeds {
         amount: o.get("amount").and_then(Value::as_i64).unwrap_or(2000),
         currency: text("currency").unwrap_or_else(|| "usd".to_owned()),
         dispute: None,
+        invoice: None,
     };
     if let Some(id) = text("id") {
         match spec.kind.as_str() {
@@ -166,6 +172,7 @@ fn seeds(st: &State, spec: &EventSpec) -> Seeds {
             k if k.starts_with("charge.dispute.") => {
                 s.dispute = st.get_kind(&id, "dispute").cloned()
             }
+            k if k.starts_with("invoice.") => s.invoice = Some(id),
             _ => {}
         }
     }
@@ -201,7 +208,13 @@ fn seeds(st: &State, spec: &EventSpec) -> Seeds {
     s
 }
 
-fn default_object(st: &State, kind: &str, s: &Seeds, now: i64) -> (Value, Option<Value>) {
+fn default_object(
+    st: &State,
+    base_url: &str,
+    kind: &str,
+    s: &Seeds,
+    now: i64,
+) -> (Value, Option<Value>) {
     let pay = Payment {
         customer: &s.customer,
         payment_intent: &s.payment_intent,
@@ -264,18 +277,26 @@ fn default_object(st: &State, kind: &str, s: &Seeds, now: i64) -> (Value, Option
         ),
         "payment_intent.succeeded" => (objects::payment_intent(&pay, true, now), None),
         "payment_intent.payment_failed" => (objects::payment_intent(&pay, false, now), None),
-        "invoice.paid" | "invoice.payment_failed" => {
-            let paid = kind == "invoice.paid";
-            (
-                objects::invoice(
-                    &ids::stripe("in_"),
-                    &subscription(),
-                    s.email.as_deref(),
-                    paid,
-                    now,
-                ),
-                None,
-            )
+        "invoice.paid"
+        | "invoice.payment_failed"
+        | "invoice.finalized"
+        | "invoice.voided"
+        | "invoice.marked_uncollectible" => {
+            let id = s.invoice.clone().unwrap_or_else(|| ids::stripe("in_"));
+            let mut invoice = st.get_kind(&id, "invoice").cloned().unwrap_or_else(|| {
+                let number = st.next_invoice_number(&s.customer);
+                let sub = subscription();
+                let seed = InvoiceSeed {
+                    id: &id,
+                    number: &number,
+                    subscription: &sub,
+                    email: s.email.as_deref(),
+                    base_url,
+                };
+                objects::invoice(&seed, false, now)
+            });
+            invoice_status(&mut invoice, kind, now);
+            (invoice, None)
         }
         "customer.subscription.created" => (subscription(), None),
         "customer.subscription.updated" => {
@@ -313,6 +334,39 @@ fn default_object(st: &State, kind: &str, s: &Seeds, now: i64) -> (Value, Option
                 None,
             )
         }
+    }
+}
+
+/// Moves an invoice to the state an event about it tells: paid, open after a failed attempt, open
+/// when finalized, void or uncollectible.
+pub(super) fn invoice_status(invoice: &mut Value, kind: &str, now: i64) {
+    let due = invoice["amount_due"].as_i64().unwrap_or(0);
+    let (status, paid) = match kind {
+        "invoice.paid" => ("paid", due),
+        "invoice.voided" => ("void", 0),
+        "invoice.marked_uncollectible" => ("uncollectible", 0),
+        _ => ("open", 0),
+    };
+    invoice["status"] = json!(status);
+    invoice["amount_paid"] = json!(paid);
+    invoice["amount_remaining"] = json!(if status == "open" || status == "uncollectible" {
+        due - paid
+    } else {
+        0
+    });
+    let transition = match status {
+        "paid" => Some("paid_at"),
+        "void" => Some("voided_at"),
+        "uncollectible" => Some("marked_uncollectible_at"),
+        _ => None,
+    };
+    if let Some(field) = transition {
+        invoice["status_transitions"][field] = json!(now);
+    }
+    if kind == "invoice.payment_failed" {
+        invoice["attempted"] = json!(true);
+        invoice["attempt_count"] = json!(invoice["attempt_count"].as_i64().unwrap_or(0).max(1));
+        invoice["next_payment_attempt"] = json!(now + 3 * 24 * 3600);
     }
 }
 

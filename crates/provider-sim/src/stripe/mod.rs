@@ -1,10 +1,13 @@
 //! Stripe: `/v1/...` with form bodies (bracketed keys), bearer `sk_` keys, `Idempotency-Key`
-//! replay and Stripe-shaped errors; the hosted checkout page; signed webhook events.
+//! replay and Stripe-shaped errors; the hosted checkout page, billing portal and invoice pages;
+//! subscription renewals; signed webhook events.
 
 mod api;
 mod checkout;
 mod events;
 mod objects;
+mod portal;
+mod renewal;
 
 use std::collections::HashMap;
 
@@ -17,6 +20,7 @@ use serde_json::{Value, json};
 pub use checkout::{Outcome, complete_checkout};
 pub use events::{DeliveryOptions, EVENT_TYPES, EventSpec, build_event, deliver};
 pub use objects::Price;
+pub use renewal::renew_subscription;
 
 use crate::form;
 use crate::ids;
@@ -27,7 +31,14 @@ use objects::API_VERSION;
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/v1/{tail:.*}", web::route().to(dispatch))
         .route("/checkout/{id}", web::get().to(checkout::page))
-        .route("/checkout/{id}/{outcome}", web::post().to(checkout::submit));
+        .route("/checkout/{id}/{outcome}", web::post().to(checkout::submit))
+        .route("/billing_portal/{id}", web::get().to(portal::page))
+        .route(
+            "/billing_portal/{id}/cancel/{subscription}",
+            web::post().to(portal::cancel),
+        )
+        .route("/invoice/{id}", web::get().to(portal::invoice_page))
+        .route("/invoice/{id}/pdf", web::get().to(portal::invoice_pdf));
 }
 
 /// Stripe's objects by id, checkout line items and stored idempotent responses.
@@ -63,6 +74,10 @@ impl State {
         for price in prices {
             state.insert(price.to_json());
         }
+        state.insert(objects::portal_configuration(
+            portal::DEFAULT_CONFIGURATION,
+            crate::state::now(),
+        ));
         state
     }
 
@@ -79,6 +94,32 @@ impl State {
         if let Some(id) = object["id"].as_str() {
             self.objects.insert(id.to_owned(), object);
         }
+    }
+
+    /// The next invoice number of `customer`.
+    fn next_invoice_number(&self, customer: &str) -> String {
+        let earlier = self
+            .objects
+            .values()
+            .filter(|o| o["object"] == "invoice" && o["customer"] == customer)
+            .count();
+        objects::invoice_number(customer, earlier)
+    }
+
+    /// The objects of type `kind` whose `customer` is `customer`, newest first.
+    fn of_customer(&self, kind: &str, customer: &str) -> Vec<&Value> {
+        let mut found: Vec<&Value> = self
+            .objects
+            .values()
+            .filter(|o| o["object"] == kind && o["customer"] == customer)
+            .collect();
+        found.sort_by_key(|o| {
+            (
+                std::cmp::Reverse(o["created"].as_i64()),
+                o["id"].as_str().map(str::to_owned),
+            )
+        });
+        found
     }
 
     fn first_recurring_price(&self) -> Price {

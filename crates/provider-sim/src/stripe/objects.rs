@@ -211,8 +211,20 @@ pub fn subscription(s: &SubscriptionSeed, now: i64) -> Value {
     })
 }
 
+/// What an invoice is: its id and number, its subscription, and where its hosted page is.
+pub struct InvoiceSeed<'a> {
+    pub id: &'a str,
+    /// `<customer prefix>-<sequence>`, as Stripe numbers a customer's invoices.
+    pub number: &'a str,
+    pub subscription: &'a Value,
+    pub email: Option<&'a str>,
+    /// The simulator's address: the hosted invoice page and its PDF are served there.
+    pub base_url: &'a str,
+}
+
 /// An invoice of `subscription` (its first item's period and price), paid or open.
-pub fn invoice(id: &str, subscription: &Value, email: Option<&str>, paid: bool, now: i64) -> Value {
+pub fn invoice(seed: &InvoiceSeed, paid: bool, now: i64) -> Value {
+    let (id, subscription, email) = (seed.id, seed.subscription, seed.email);
     let item = &subscription["items"]["data"][0];
     let quantity = item["quantity"].as_i64().unwrap_or(1);
     let amount = item["price"]["unit_amount"].as_i64().unwrap_or(0) * quantity;
@@ -231,7 +243,17 @@ pub fn invoice(id: &str, subscription: &Value, email: Option<&str>, paid: bool, 
         "attempt_count": 1,
         "attempted": true,
         "next_payment_attempt": if paid { Value::Null } else { json!(now + 3 * 24 * 3600) },
-        "hosted_invoice_url": format!("https://invoice.stripe.com/i/{id}"),
+        "number": seed.number,
+        "hosted_invoice_url": format!("{}/invoice/{id}", seed.base_url),
+        "invoice_pdf": format!("{}/invoice/{id}/pdf", seed.base_url),
+        "subtotal": amount,
+        "total": amount,
+        "status_transitions": {
+            "finalized_at": now,
+            "paid_at": if paid { json!(now) } else { Value::Null },
+            "voided_at": null,
+            "marked_uncollectible_at": null,
+        },
         "period_start": period["start"],
         "period_end": period["end"],
         "parent": {
@@ -253,6 +275,65 @@ pub fn invoice(id: &str, subscription: &Value, email: Option<&str>, paid: bool, 
         }]},
         "created": now,
         "livemode": false,
+    })
+}
+
+/// The next number of `customer`'s invoices: a prefix made from its id, then a sequence.
+pub fn invoice_number(customer: &str, earlier: usize) -> String {
+    let prefix: String = customer
+        .trim_start_matches("cus_")
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(8)
+        .collect::<String>()
+        .to_ascii_uppercase();
+    format!("{prefix}-{:04}", earlier + 1)
+}
+
+/// A billing portal session of `customer`, opened at `url`.
+pub fn portal_session(
+    id: &str,
+    customer: &str,
+    configuration: &str,
+    return_url: Option<&str>,
+    url: &str,
+    now: i64,
+) -> Value {
+    json!({
+        "id": id,
+        "object": "billing_portal.session",
+        "configuration": configuration,
+        "created": now,
+        "customer": customer,
+        "flow": null,
+        "livemode": false,
+        "locale": null,
+        "on_behalf_of": null,
+        "return_url": return_url,
+        "url": url,
+    })
+}
+
+/// The account's default billing portal configuration.
+pub fn portal_configuration(id: &str, now: i64) -> Value {
+    json!({
+        "id": id,
+        "object": "billing_portal.configuration",
+        "active": true,
+        "application": null,
+        "business_profile": {"headline": null, "privacy_policy_url": null, "terms_of_service_url": null},
+        "default_return_url": null,
+        "features": {
+            "customer_update": {"enabled": true, "allowed_updates": ["email", "address"]},
+            "invoice_history": {"enabled": true},
+            "payment_method_update": {"enabled": true},
+            "subscription_cancel": {"enabled": true, "mode": "at_period_end"},
+        },
+        "is_default": true,
+        "livemode": false,
+        "metadata": {},
+        "created": now,
+        "updated": now,
     })
 }
 

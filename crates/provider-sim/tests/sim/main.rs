@@ -280,6 +280,7 @@ async fn post_json(
 
 const BEARER: (&str, &str) = ("authorization", "Bearer sim-ai-key");
 
+mod billing;
 mod faults;
 mod journal;
 mod llm;

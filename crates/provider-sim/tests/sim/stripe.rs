@@ -216,6 +216,7 @@ async fn stripe_subscription_checkout_then_cancel_at_period_end_and_delete() {
         kinds(&hits),
         [
             "customer.subscription.created",
+            "invoice.finalized",
             "invoice.paid",
             "checkout.session.completed"
         ]
@@ -233,14 +234,20 @@ async fn stripe_subscription_checkout_then_cancel_at_period_end_and_delete() {
             .unwrap()
             > sub["created"].as_i64().unwrap()
     );
-    let invoice: Value = serde_json::from_str(&hits[1].body).unwrap();
+    let finalized: Value = serde_json::from_str(&hits[1].body).unwrap();
+    assert_eq!(finalized["data"]["object"]["status"], "open");
+    let invoice: Value = serde_json::from_str(&hits[2].body).unwrap();
     assert_eq!(
         invoice["data"]["object"]["parent"]["subscription_details"]["subscription"],
         sub_id.as_str()
     );
     assert_eq!(invoice["data"]["object"]["status"], "paid");
     assert_eq!(invoice["data"]["object"]["amount_paid"], 1500);
-    let completed: Value = serde_json::from_str(&hits[2].body).unwrap();
+    assert_eq!(
+        invoice["data"]["object"]["id"],
+        finalized["data"]["object"]["id"]
+    );
+    let completed: Value = serde_json::from_str(&hits[3].body).unwrap();
     assert_eq!(completed["data"]["object"]["subscription"], sub_id.as_str());
 
     let (status, updated) = stripe_post(
@@ -443,7 +450,7 @@ async fn stripe_builds_all_event_kinds_signed_like_stripe() {
     let deliveries = sim
         .deliver_stripe_events(&specs, &DeliveryOptions::default())
         .await;
-    assert_eq!(deliveries.len(), 14);
+    assert_eq!(deliveries.len(), EVENT_TYPES.len() + 1);
     assert!(deliveries.iter().all(|d| d.accepted()), "{deliveries:?}");
     let mut expected: Vec<String> = EVENT_TYPES.iter().map(|s| (*s).to_owned()).collect();
     expected.push("customer.tax_id.created".to_owned());

@@ -1,7 +1,12 @@
 //! What each Stripe event does to the stored rows. Every handler is written so that any order of
 //! delivery ends in the same rows: charge statuses only move forward, subscriptions and disputes
-//! keep the newest event's state (by the event's `created`), and rows that arrive before the rows
-//! they refer to are linked when those arrive.
+//! keep the newest event's state (by the event's `created`), invoices never go back to an
+//! earlier status ([`invoices`]), and rows that arrive before the rows they refer to are linked
+//! when those arrive.
+
+mod invoices;
+
+pub use invoices::INVOICE_STATUSES;
 
 use chrono::NaiveDateTime;
 use kernel::DbConn;
@@ -209,9 +214,11 @@ pub(crate) async fn apply(
         "invoice.paid" | "invoice.payment_failed" => {
             let paid = kind == "invoice.paid";
             let customer = id(object, "customer");
+            // The user named by the invoice, or by its subscription (whose metadata Stripe copies
+            // into the invoice's `parent`).
             let user = user_of(
                 tx,
-                named_user(object),
+                invoices::invoice_user(object),
                 customer,
                 text(object, "customer_email"),
                 now,
@@ -235,6 +242,10 @@ pub(crate) async fn apply(
                 ..ChargeFacts::default()
             };
             upsert_charge(tx, facts, now).await?;
+            invoices::invoice_event(tx, object, kind, created, now).await?;
+        }
+        "invoice.finalized" | "invoice.voided" | "invoice.marked_uncollectible" => {
+            invoices::invoice_event(tx, object, kind, created, now).await?;
         }
         "charge.refunded" => charge_refunded(tx, object, now).await?,
         "customer.subscription.created"

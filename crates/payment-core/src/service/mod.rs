@@ -1,7 +1,11 @@
 //! The payment service: checkout through Stripe, the rows its signed events write, refunds,
 //! cancels, and the caller-scoped reads.
 
+mod billing;
 mod detached;
+mod refund;
+
+pub use billing::Portal;
 
 use chrono::NaiveDateTime;
 use kernel::pagination::Page;
@@ -10,8 +14,8 @@ use serde_json::Value;
 
 use crate::config::PaymentConfig;
 use crate::error::PaymentError;
-use crate::store::{self, DisputeRow, NewTransaction, SubscriptionRow, TransactionRow};
-use crate::stripe::{CheckoutParams, RefundParams, Stripe, signature};
+use crate::store::{self, DisputeRow, InvoiceRow, SubscriptionRow, TransactionRow};
+use crate::stripe::{CheckoutParams, Stripe, signature};
 
 /// Who asks: a user (sees their own rows), or anyone (no auth module, the CLI).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +199,22 @@ pub trait PaymentService: Send + Sync {
     ) -> Result<Vec<DisputeRow>, PaymentError>;
 
     async fn dispute(&self, caller: Caller, id: i64) -> Result<DisputeRow, PaymentError>;
+
+    /// Opens a Stripe billing portal session for the caller's Stripe customer (409 without one),
+    /// returning to `return_url` (checked by [`portal_return_url`]).
+    async fn portal(
+        &self,
+        caller: Caller,
+        return_url: Option<&str>,
+    ) -> Result<Portal, PaymentError>;
+
+    /// One page of the caller's invoices (those of their Stripe customers), newest first.
+    async fn invoices(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+        page: Page,
+    ) -> Result<(Vec<InvoiceRow>, i64), PaymentError>;
 
     /// The status summary: of the caller's own rows for a user, of every row for
     /// [`Caller::Anyone`] (an administrator, the CLI, a deployment without auth).
@@ -412,95 +432,7 @@ impl PaymentService for PaymentServiceImpl {
         amount: Option<i64>,
         reason: Option<String>,
     ) -> Result<TransactionRow, PaymentError> {
-        if let Some(reason) = &reason
-            && (reason.contains('\0') || reason.chars().count() > MAX_REASON_CHARS)
-        {
-            return Err(PaymentError::Invalid(FieldError::new(
-                "reason",
-                format!("reason must be at most {MAX_REASON_CHARS} characters, without NUL"),
-            )));
-        }
-        let charge = self.transaction(caller, id).await?;
-        if charge.kind == "refund" {
-            return Err(PaymentError::BadRequest(
-                "A refund cannot be refunded".into(),
-            ));
-        }
-        let left = charge.amount - charge.amount_refunded;
-        if charge.status == "refunded" || left <= 0 {
-            return Err(PaymentError::Conflict(
-                "Transaction already fully refunded".into(),
-            ));
-        }
-        if !matches!(charge.status.as_str(), "succeeded" | "partially_refunded") {
-            return Err(PaymentError::BadRequest(format!(
-                "Only a succeeded charge can be refunded (this one is {})",
-                charge.status
-            )));
-        }
-        let amount = amount.unwrap_or(left);
-        if amount < 1 || amount > left {
-            return Err(PaymentError::Invalid(FieldError::new(
-                "amount",
-                format!("amount must be between 1 and {left} (what is not yet refunded)"),
-            )));
-        }
-        let stripe = self.stripe()?;
-        let known = reason
-            .as_deref()
-            .filter(|r| REFUND_REASONS.contains(r))
-            .map(str::to_owned);
-        let refund = stripe
-            .create_refund(
-                &RefundParams {
-                    payment_intent: charge.payment_intent_id.clone(),
-                    charge: if charge.payment_intent_id.is_none() {
-                        charge.charge_id.clone()
-                    } else {
-                        None
-                    },
-                    amount: Some(amount),
-                    reason: known,
-                    metadata: Vec::new(),
-                },
-                &idempotency_key(),
-            )
-            .await?;
-        let row = write_tx!(&self.pool, PaymentError, |tx| {
-            let Some(mut parent) = store::find_transaction(tx, charge.id).await? else {
-                return Err(PaymentError::NotFound("Transaction"));
-            };
-            if let Some(existing) = store::find_by_provider_id(tx, &refund.id).await? {
-                return Ok(existing); // the charge.refunded event was faster
-            }
-            let now = now();
-            parent.amount_refunded = (parent.amount_refunded + refund.amount).min(parent.amount);
-            parent.status = if parent.amount_refunded >= parent.amount {
-                "refunded".into()
-            } else {
-                "partially_refunded".into()
-            };
-            parent.updated_at = now;
-            store::save_transaction(tx, &parent).await?;
-            let new = NewTransaction {
-                user_id: parent.user_id,
-                provider_customer_id: parent.provider_customer_id.clone(),
-                kind: "refund".to_owned(),
-                status: refund.status.clone(),
-                amount: refund.amount,
-                amount_refunded: 0,
-                currency: refund.currency.clone(),
-                description: reason.clone().unwrap_or_default(),
-                provider_transaction_id: refund.id.clone(),
-                payment_intent_id: parent.payment_intent_id.clone(),
-                charge_id: parent.charge_id.clone(),
-                parent_id: Some(parent.id),
-                created_at: now,
-                updated_at: now,
-            };
-            Ok(store::insert_transaction(tx, &new).await?)
-        })?;
-        Ok(row)
+        self.refund_charge(caller, id, amount, reason).await
     }
 
     async fn subscriptions(
@@ -568,6 +500,23 @@ impl PaymentService for PaymentServiceImpl {
         } else {
             Err(PaymentError::NotFound("Dispute"))
         }
+    }
+
+    async fn portal(
+        &self,
+        caller: Caller,
+        return_url: Option<&str>,
+    ) -> Result<Portal, PaymentError> {
+        self.open_portal(caller, return_url).await
+    }
+
+    async fn invoices(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+        page: Page,
+    ) -> Result<(Vec<InvoiceRow>, i64), PaymentError> {
+        self.list_invoices(caller, status, page).await
     }
 
     async fn summary(&self, caller: Caller) -> Result<Summary, PaymentError> {
