@@ -222,7 +222,13 @@ def test_a_reply_arrives_in_order_with_ids_and_is_not_asked_again(tab, base_url,
         message_id,
         True,
     )
-    assert data[-1] == {"status": "completed", "message": "Stream completed"}
+    # `complete` also names who answered, as `final` does.
+    assert data[-1] == {
+        "status": "completed",
+        "message": "Stream completed",
+        "provider": final["provider"],
+        "model": final["model"],
+    }
     # Keel's events all came before the end of the connection.
     assert [e["kind"] for e in seen[: len(events) + 1]] == ["open"] + ["keel"] * len(events)
 
