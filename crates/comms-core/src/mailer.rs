@@ -43,6 +43,7 @@ fn mail_error(e: CommsError) -> MailError {
         CommsError::NotConfigured { setting, .. } => MailError::NotConfigured(setting.to_owned()),
         CommsError::Invalid(why) => MailError::Invalid(why),
         CommsError::Provider { message, .. } => MailError::Provider(message),
+        suppressed @ CommsError::Suppressed(_) => MailError::Suppressed(suppressed.to_string()),
         other => MailError::Provider(other.to_string()),
     }
 }
@@ -70,6 +71,13 @@ mod tests {
                 message: "rate limited".into()
             }),
             MailError::Provider("rate limited".to_owned())
+        );
+        assert_eq!(
+            mail_error(CommsError::Suppressed(vec![(
+                "ada@example.com".into(),
+                "hard_bounce".into()
+            )])),
+            MailError::Suppressed("Recipient is suppressed: ada@example.com (hard_bounce)".into())
         );
     }
 }

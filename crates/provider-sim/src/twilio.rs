@@ -1,6 +1,8 @@
 //! Twilio: `Messages.json` and `Calls.json` under `/2010-04-01/Accounts/{sid}/` with basic auth,
 //! form bodies with PascalCase keys, 201 JSON bodies, Twilio error bodies, and status callbacks
-//! signed with `X-Twilio-Signature`.
+//! signed with `X-Twilio-Signature`; incoming messages (STOP and START included) in `inbound`.
+
+mod inbound;
 
 use std::sync::Arc;
 
@@ -15,7 +17,11 @@ use crate::outbox::{Call, Sms};
 use crate::state::{Reply, Sim, lock};
 use crate::{form, ids, signing};
 
+pub use inbound::inbound_sms;
+
 const API_VERSION: &str = "2010-04-01";
+/// Twilio's error for a message to a number that opted out.
+const UNSUBSCRIBED: &str = "21610";
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route(
@@ -228,6 +234,12 @@ fn create_message(sim: &Arc<Sim>, params: &[(String, String)]) -> Reply {
             "The concatenated message body exceeds the 1600 character limit.",
         );
     }
+    // A number that replied STOP: refused at once when sent from a number; through a messaging
+    // service accepted, then failed with 21610 in its status callback.
+    let opted_out = lock(&sim.outbox).opted_out.contains(to);
+    if opted_out && from.is_some() {
+        return error(400, 21610, "Attempt to send to unsubscribed recipient");
+    }
     let sid = ids::twilio("SM");
     let now = rfc2822_now();
     let status = if from.is_some() { "queued" } else { "accepted" };
@@ -242,10 +254,16 @@ fn create_message(sim: &Arc<Sim>, params: &[(String, String)]) -> Reply {
         num_segments: segments(body),
         status_callback: param(params, "StatusCallback").map(str::to_owned),
         date_created: now,
+        error_code: opted_out.then(|| UNSUBSCRIBED.to_owned()),
     };
     lock(&sim.outbox).sms.push(sms.clone());
     if sms.status_callback.is_some() || sim.callback_options().url.is_some() {
-        spawn_lifecycle(sim.clone(), sid, vec!["sent", "delivered"]);
+        let lifecycle = if opted_out {
+            vec!["failed"]
+        } else {
+            vec!["sent", "delivered"]
+        };
+        spawn_lifecycle(sim.clone(), sid, lifecycle);
     }
     Reply::json(201, message_json(sim, &sms))
 }
@@ -499,7 +517,12 @@ pub async fn status_callback(
             }
             if matches!(status, "failed" | "undelivered") {
                 // Twilio's status callbacks carry the code only (30003: unreachable handset).
-                params.push(("ErrorCode", "30003".to_owned()));
+                let code = options
+                    .error_code
+                    .clone()
+                    .or_else(|| sms.error_code.clone())
+                    .unwrap_or_else(|| "30003".to_owned());
+                params.push(("ErrorCode", code));
             }
             (sms.status_callback.clone(), params)
         } else if let Some(call) = outbox.calls.iter_mut().find(|c| c.sid == sid) {
@@ -528,14 +551,27 @@ pub async fn status_callback(
         .clone()
         .or(url)
         .ok_or_else(|| format!("{sid} has no StatusCallback"))?;
-    let mut params: Vec<(String, String)> =
+    let params: Vec<(String, String)> =
         params.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    Ok(post_signed(sim, &url, params, sid, status, options).await)
+}
+
+/// Signs `params` for `url` as Twilio does (`X-Twilio-Signature`) and POSTs them as a form (twice
+/// with `duplicate`), with the knobs of `options`; `id` and `kind` label the deliveries.
+async fn post_signed(
+    sim: &Sim,
+    url: &str,
+    mut params: Vec<(String, String)>,
+    id: &str,
+    kind: &str,
+    options: &CallbackOptions,
+) -> Vec<Delivery> {
     let token = if options.wrong_secret {
         WRONG_TOKEN
     } else {
         &sim.config.twilio_auth_token
     };
-    let signature = signing::twilio(token, &url, &params);
+    let signature = signing::twilio(token, url, &params);
     if options.tamper {
         for (key, value) in &mut params {
             if key == "To" {
@@ -560,17 +596,17 @@ pub async fn status_callback(
         let delivery = delivery::post(
             &sim.client,
             Provider::Twilio,
-            &url,
+            url,
             headers.clone(),
             body.clone(),
-            Some(sid.to_owned()),
-            Some(status.to_owned()),
+            Some(id.to_owned()),
+            Some(kind.to_owned()),
         )
         .await;
         sim.record_delivery(delivery.clone());
         out.push(delivery);
     }
-    Ok(out)
+    out
 }
 
 #[cfg(test)]
