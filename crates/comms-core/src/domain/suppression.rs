@@ -145,10 +145,7 @@ mod tests {
         assert_eq!(email("nope"), None);
         assert_eq!(phone("+1 (500) 555-0010"), Some("+15005550010".into()));
         assert_eq!(phone("15005550010"), None);
-        assert_eq!(
-            normalise("A@B.co"),
-            Some((Channel::Email, "a@b.co".into()))
-        );
+        assert_eq!(normalise("A@B.co"), Some((Channel::Email, "a@b.co".into())));
         assert_eq!(
             normalise("+15005550010"),
             Some((Channel::Sms, "+15005550010".into()))
@@ -159,7 +156,16 @@ mod tests {
 
     #[test]
     fn keywords_follow_twilio() {
-        for out in ["STOP", "stop", " Stop. ", "stopall", "UNSUBSCRIBE", "cancel", "End", "quit"] {
+        for out in [
+            "STOP",
+            "stop",
+            " Stop. ",
+            "stopall",
+            "UNSUBSCRIBE",
+            "cancel",
+            "End",
+            "quit",
+        ] {
             assert_eq!(keyword(None, out), Some(Keyword::OptOut), "{out}");
         }
         for back in ["START", "unstop", "Yes!"] {

@@ -30,7 +30,6 @@ fn addresses(value: Option<Addresses>) -> Vec<String> {
     value.map(Addresses::into_vec).unwrap_or_default()
 }
 
-
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(as = comms::EmailTag)]
 pub struct EmailTagBody {
@@ -74,8 +73,6 @@ pub struct EmailSendResponse {
     pub status: String,
     pub message: String,
 }
-
-
 
 #[utoipa::path(
     tag = "comms",

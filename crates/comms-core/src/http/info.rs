@@ -9,7 +9,6 @@ use utoipa::ToSchema;
 use super::CommsState;
 use crate::Channel;
 
-
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(as = comms::ChannelHealth)]
 pub struct ChannelHealth {
@@ -77,8 +76,6 @@ pub struct VersionResponse {
     pub providers: BTreeMap<String, String>,
     pub endpoints: Vec<String>,
 }
-
-
 
 #[utoipa::path(tag = "comms", operation_id = "comms_health", responses((status = 200, body = HealthResponse)))]
 #[get("/health")]
@@ -179,4 +176,3 @@ pub async fn version() -> web::Json<VersionResponse> {
         endpoints,
     })
 }
-

@@ -70,7 +70,6 @@ pub struct MessageQuery {
     pub status: Option<String>,
 }
 
-
 #[utoipa::path(
     tag = "comms",
     security(("bearer" = [])),
@@ -129,4 +128,3 @@ pub async fn get_message(
     let message = state.service.message(viewer(&user), id).await?;
     Ok(web::Json(message.into()))
 }
-

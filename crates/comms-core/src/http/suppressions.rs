@@ -88,7 +88,9 @@ pub async fn list_suppressions(
         Some(raw) => Some(
             Channel::parse(raw)
                 .filter(|c| *c != Channel::Voice)
-                .ok_or_else(|| CommsError::Invalid(format!("Unknown channel: {raw} (email or sms)")))?,
+                .ok_or_else(|| {
+                    CommsError::Invalid(format!("Unknown channel: {raw} (email or sms)"))
+                })?,
         ),
     };
     let reason = match query.reason.as_deref() {

@@ -34,8 +34,6 @@ pub struct CallMakeResponse {
     pub message: String,
 }
 
-
-
 #[utoipa::path(
     tag = "comms",
     security(("bearer" = [])),

@@ -8,9 +8,9 @@ use kernel::pagination::Page;
 use kernel::unit::Detached;
 
 use super::{
-    CallReceipt, CallRequest, CommsService, EmailReceipt, EmailRequest, EventReport,
-    InboundReport, ListFilter, Message, SmsReceipt, SmsRequest, Suppression, SuppressionFilter,
-    TwilioCallback, Viewer,
+    CallReceipt, CallRequest, CommsService, EmailReceipt, EmailRequest, EventReport, InboundReport,
+    ListFilter, Message, SmsReceipt, SmsRequest, Suppression, SuppressionFilter, TwilioCallback,
+    Viewer,
 };
 use crate::config::CommsConfig;
 use crate::error::CommsError;

@@ -178,7 +178,12 @@ impl CommsServiceImpl {
         };
         let bounce = event.data.bounce.take().unwrap_or_default();
         let reason = match status {
-            "bounced" if bounce.kind.as_deref().is_some_and(suppression::is_hard_bounce) => {
+            "bounced"
+                if bounce
+                    .kind
+                    .as_deref()
+                    .is_some_and(suppression::is_hard_bounce) =>
+            {
                 Some(Reason::HardBounce)
             }
             "complained" => Some(Reason::Complaint),
@@ -215,9 +220,12 @@ impl CommsServiceImpl {
         };
         let [recipient] = recipients.as_slice() else {
             if recipients.len() > 1 {
-                tracing::warn!(email_id = data.email_id.as_deref(), reason = reason.as_str(),
+                tracing::warn!(
+                    email_id = data.email_id.as_deref(),
+                    reason = reason.as_str(),
                     recipients = recipients.len(),
-                    "an email to several recipients bounced or drew a complaint: no address suppressed");
+                    "an email to several recipients bounced or drew a complaint: no address suppressed"
+                );
             }
             return Ok(Vec::new());
         };

@@ -13,13 +13,13 @@ use kernel::module::Mounts;
 use kernel::pagination::Page;
 
 use crate::config::CommsConfig;
+use crate::domain::suppression::{self, Keyword, Reason};
 use crate::domain::{self, Channel};
 use crate::error::CommsError;
 use crate::providers::{
     EmailProvider, EmailTag, OutgoingCall, OutgoingEmail, OutgoingSms, ProviderError,
     TelephonyProvider,
 };
-use crate::domain::suppression::{self, Keyword, Reason};
 use crate::store::{self, MessageFilter, MessageRow, NewMessageRow};
 use crate::webhooks::TwilioCallback;
 
@@ -530,7 +530,13 @@ impl CommsService for CommsServiceImpl {
             // Twilio refuses every SMS to this number until it opts back in.
             let detail = format!("{}: {}", suppression::TWILIO_UNSUBSCRIBED, e.message);
             if let Err(stored) = self
-                .suppress(Channel::Sms, &number, Reason::Unsubscribed, Some(&detail), None)
+                .suppress(
+                    Channel::Sms,
+                    &number,
+                    Reason::Unsubscribed,
+                    Some(&detail),
+                    None,
+                )
                 .await
             {
                 tracing::error!(error = %stored, "the opted-out number is not suppressed");
