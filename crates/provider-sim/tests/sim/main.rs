@@ -283,6 +283,7 @@ const BEARER: (&str, &str) = ("authorization", "Bearer sim-ai-key");
 mod faults;
 mod journal;
 mod llm;
+mod opt_outs;
 mod resend;
 mod stripe;
 mod twilio;
