@@ -1,7 +1,8 @@
 //! The [`Mailer`] this module lends the others (auth's verification and reset mails): an email
 //! send through the service, so it goes through Resend and into the message log like any other,
 //! tagged `kind=<the mail's kind>`, with no preview of its body in the log (it carries a link
-//! that signs its reader in).
+//! that signs its reader in). An address on the suppression list (an earlier hard bounce or
+//! complaint) is `MailError::Suppressed`: nothing is sent.
 
 use std::sync::Arc;
 

@@ -82,6 +82,7 @@ pub struct EmailSendResponse {
         (status = 200, body = EmailSendResponse),
         (status = 400, description = "Invalid request: missing field, bad address, no text or html"),
         (status = 401),
+        (status = 409, description = "Recipient is suppressed: <address> (<reason>); with several, Recipients are suppressed: <address> (<reason>), ... Nothing was sent."),
         (status = 502, description = "Email provider error: <the provider's message>"),
         (status = 503, description = "Email not configured: <SETTING> is not set"),
     )

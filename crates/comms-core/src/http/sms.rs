@@ -42,6 +42,7 @@ pub struct SmsSendResponse {
         (status = 200, body = SmsSendResponse),
         (status = 400, description = "Invalid phone number, missing body, or message too long"),
         (status = 401),
+        (status = 409, description = "Recipient is suppressed: <number> (<reason>): nothing was sent"),
         (status = 502, description = "SMS provider error: <the provider's message>"),
         (status = 503, description = "SMS not configured: <SETTING> is not set"),
     )
