@@ -16,6 +16,7 @@ kernel::backend_tests! {
     inbound_messages_are_verified_and_read_like_twilio,
     admins_list_filter_and_remove_entries,
     the_mailer_and_the_cli_respect_the_list,
+    a_messaging_service_send_to_an_opted_out_number_fails_later_and_suppresses,
 }
 
 const RESEND_PATH: &str = "/api/v1/comms/webhooks/resend";
@@ -598,4 +599,45 @@ async fn the_mailer_and_the_cli_respect_the_list(db: TestDb) {
         Err("Suppression not found: ada@example.com".to_owned())
     );
     assert!(mailer.send(mail("ada@example.com")).await.is_ok());
+}
+
+/// Twilio keeps its own opt-outs: a number that replied STOP elsewhere (here, to a webhook that is
+/// not this module's) is accepted through a messaging service and then fails with 21610 in the
+/// simulator's own status callback, which suppresses it.
+async fn a_messaging_service_send_to_an_opted_out_number_fails_later_and_suppresses(db: TestDb) {
+    let c = start_sim(db, true, true, |config, _| {
+        config.twilio_phone_number = None;
+        config.twilio_messaging_service_sid = Some("MG00000000000000000000000000000001".into());
+    })
+    .await;
+    let elsewhere = to(c.sim.url("/not-this-module"));
+    c.sim
+        .twilio_inbound_sms("+15005550051", None, "STOP", &elsewhere)
+        .await
+        .unwrap();
+    assert_eq!(c.suppressions("").await["total"], 0);
+    let (status, sent) = c.sms_to("+15005550051").await;
+    assert_eq!(status, 200, "{sent}");
+    let sid = sent["sid"].as_str().unwrap().to_owned();
+    let mut logged = Value::Null;
+    for _ in 0..200 {
+        logged = c.logged(&sid).await;
+        if logged["status"] == "failed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        (logged["status"].as_str(), logged["error"].as_str()),
+        (Some("failed"), Some("Twilio error 21610")),
+        "{:?}",
+        c.sim.deliveries()
+    );
+    let list = c.suppressions("").await;
+    assert_eq!(list["suppressions"][0]["address"], "+15005550051", "{list}");
+    assert_eq!(list["suppressions"][0]["reason"], "unsubscribed");
+    assert_eq!(list["suppressions"][0]["provider_id"], sid.as_str());
+    c.sim.clear_journal();
+    assert_eq!(c.sms_to("+15005550051").await.0, 409);
+    assert!(c.sim.journal().is_empty());
 }
