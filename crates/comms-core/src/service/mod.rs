@@ -1,8 +1,10 @@
 //! The communications service: sends through the providers, keeps the message log, and applies
 //! the providers' signed delivery events to it.
 
+mod checks;
 mod detached;
 mod events;
+mod log;
 mod suppressions;
 
 use std::sync::Arc;
@@ -17,12 +19,13 @@ use crate::domain::suppression::{self, Keyword, Reason};
 use crate::domain::{self, Channel};
 use crate::error::CommsError;
 use crate::providers::{
-    EmailProvider, EmailTag, OutgoingCall, OutgoingEmail, OutgoingSms, ProviderError,
-    TelephonyProvider,
+    EmailProvider, EmailTag, OutgoingCall, OutgoingEmail, OutgoingSms, TelephonyProvider,
 };
-use crate::store::{self, MessageFilter, MessageRow, NewMessageRow};
+use crate::store::{self, MessageFilter};
 use crate::webhooks::TwilioCallback;
 
+use checks::{check_body, check_email, check_no_nul, required, trimmed};
+use log::LogEntry;
 pub use suppressions::{Suppression, SuppressionFilter};
 
 /// The route of Twilio's status callbacks under the module's mount point (the `#[post]` of
@@ -240,186 +243,10 @@ impl CommsServiceImpl {
             .as_ref()
             .map(|base| format!("{base}{}", self.status_path))
     }
-
-    /// Records a send that reached the provider. The send has happened by now, so a failure to
-    /// record it is logged rather than answered (a retry would send it twice).
-    async fn record(&self, entry: LogEntry<'_>, outcome: Result<(&str, &str), &ProviderError>) {
-        let recipients = serde_json::to_string(entry.recipients).unwrap_or_else(|_| "[]".into());
-        let now = now();
-        let (provider_id, status, error) = match outcome {
-            Ok((id, status)) => (Some(id), status, None),
-            Err(e) => (None, "failed", Some(e.message.as_str())),
-        };
-        let row = NewMessageRow {
-            channel: entry.channel.as_str(),
-            provider: entry.channel.provider(),
-            recipients: &recipients,
-            subject: entry.subject,
-            preview: entry.preview.as_deref(),
-            provider_id,
-            status,
-            error,
-            user_id: entry.sender,
-            created_at: now,
-            updated_at: now,
-        };
-        let stored = async {
-            let mut pooled = self.pool.get().await?;
-            store::insert(&mut pooled.conn(), &row).await?;
-            Ok::<_, CommsError>(())
-        }
-        .await;
-        if let Err(e) = stored {
-            tracing::error!(channel = entry.channel.as_str(), provider_id, error = %e,
-                "the send is not in the message log");
-        }
-    }
-
-    /// Applies a delivery status to the logged message the provider knows as `provider_id`.
-    async fn advance(
-        &self,
-        provider: &str,
-        provider_id: &str,
-        status: &str,
-        error: Option<&str>,
-    ) -> Result<EventOutcome, CommsError> {
-        let below = domain::statuses_below(status);
-        if below.is_empty() {
-            return Ok(EventOutcome::Ignored);
-        }
-        let mut pooled = self.pool.get().await?;
-        let changed = store::advance(
-            &mut pooled.conn(),
-            provider,
-            provider_id,
-            status,
-            &below,
-            error,
-            now(),
-        )
-        .await?;
-        Ok(if changed > 0 {
-            EventOutcome::Applied
-        } else {
-            EventOutcome::Ignored
-        })
-    }
-}
-
-struct LogEntry<'a> {
-    channel: Channel,
-    sender: Option<i64>,
-    recipients: &'a [String],
-    subject: Option<&'a str>,
-    preview: Option<String>,
 }
 
 fn now() -> NaiveDateTime {
     kernel::time::now()
-}
-
-fn required(field: &str, value: Option<String>) -> Result<String, CommsError> {
-    value
-        .filter(|v| !v.trim().is_empty())
-        .ok_or_else(|| CommsError::Invalid(format!("Field required: {field}")))
-}
-
-fn check_all(values: &[String], check: fn(&str) -> Result<(), String>) -> Result<(), CommsError> {
-    values
-        .iter()
-        .try_for_each(|v| check(v.trim()))
-        .map_err(CommsError::Invalid)
-}
-
-/// Refuses a NUL character, which no provider delivers and PostgreSQL cannot store.
-fn check_no_nul(field: &str, value: Option<&str>) -> Result<(), CommsError> {
-    match value {
-        Some(v) if v.contains('\0') => Err(CommsError::Invalid(format!(
-            "Invalid {field}: it contains a NUL character"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// Checks an email against the contract's rules, in the order a client would fix them.
-fn check_email(request: &EmailRequest) -> Result<(), CommsError> {
-    check_no_nul("subject", request.subject.as_deref())?;
-    check_no_nul("text", request.text.as_deref())?;
-    check_no_nul("html", request.html.as_deref())?;
-    check_no_nul("from_email", request.from_email.as_deref())?;
-    if request.to.is_empty() {
-        return Err(CommsError::Invalid("Field required: to".into()));
-    }
-    if request.to.len() > domain::MAX_RECIPIENTS {
-        return Err(CommsError::Invalid(format!(
-            "Too many recipients: {} (max {})",
-            request.to.len(),
-            domain::MAX_RECIPIENTS
-        )));
-    }
-    check_all(&request.to, domain::check_address)?;
-    check_all(&request.cc, domain::check_address)?;
-    check_all(&request.bcc, domain::check_address)?;
-    check_all(&request.reply_to, domain::check_address)?;
-    let subject = request.subject.as_deref().unwrap_or("");
-    if subject.trim().is_empty() {
-        return Err(CommsError::Invalid("Field required: subject".into()));
-    }
-    let length = subject.chars().count();
-    if length > domain::MAX_SUBJECT_CHARS {
-        return Err(CommsError::Invalid(format!(
-            "Subject too long: {length} characters (max {})",
-            domain::MAX_SUBJECT_CHARS
-        )));
-    }
-    let has = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.trim().is_empty());
-    if !has(&request.text) && !has(&request.html) {
-        return Err(CommsError::Invalid(
-            "Either text or html content is required".into(),
-        ));
-    }
-    if let Some(from) = &request.from_email {
-        domain::check_sender(from).map_err(CommsError::Invalid)?;
-    }
-    for (name, value) in &request.tags {
-        domain::check_tag_part("name", name).map_err(CommsError::Invalid)?;
-        domain::check_tag_part("value", value).map_err(CommsError::Invalid)?;
-    }
-    Ok(())
-}
-
-fn check_body(body: &str) -> Result<(), CommsError> {
-    let length = body.chars().count();
-    if length > domain::MAX_SMS_CHARS {
-        return Err(CommsError::Invalid(format!(
-            "Message too long: {length} characters (max {})",
-            domain::MAX_SMS_CHARS
-        )));
-    }
-    Ok(())
-}
-
-fn trimmed(values: Vec<String>) -> Vec<String> {
-    values.into_iter().map(|v| v.trim().to_owned()).collect()
-}
-
-impl From<MessageRow> for Message {
-    fn from(row: MessageRow) -> Self {
-        Message {
-            id: row.id,
-            channel: Channel::parse(&row.channel).unwrap_or(Channel::Email),
-            provider: row.provider,
-            recipients: serde_json::from_str(&row.recipients).unwrap_or_default(),
-            subject: row.subject,
-            preview: row.preview,
-            provider_id: row.provider_id,
-            status: row.status,
-            error: row.error,
-            user_id: row.user_id,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-        }
-    }
 }
 
 #[async_trait::async_trait]

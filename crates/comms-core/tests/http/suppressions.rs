@@ -1,11 +1,8 @@
 //! The suppression list: filled by the providers' webhooks as the simulator signs them (Resend's
 //! hard bounces and complaints, Twilio's 21610 and STOP replies), consulted before every email and
 //! SMS (409 naming the recipient, nothing sent, nothing logged), listed and emptied by
-//! administrators, respected by the mailer and the CLI.
+//! administrators. The mailer and the CLI: `mailer.rs`.
 
-use comms_core::Viewer;
-use kernel::mail::{Mail, MailError};
-use kernel::module::Module;
 use provider_sim::{CallbackOptions, Delivery};
 
 use super::*;
@@ -15,7 +12,6 @@ kernel::backend_tests! {
     twilio_opt_outs_and_stop_replies_suppress_the_number,
     inbound_messages_are_verified_and_read_like_twilio,
     admins_list_filter_and_remove_entries,
-    the_mailer_and_the_cli_respect_the_list,
     a_messaging_service_send_to_an_opted_out_number_fails_later_and_suppresses,
 }
 
@@ -508,97 +504,6 @@ async fn admins_list_filter_and_remove_entries(db: TestDb) {
         assert_eq!(status, 400, "{bad}: {body}");
     }
     assert_eq!(c.suppressions("").await["total"], 2);
-}
-
-/// A hard bounce through the service's own webhook entry point (the Svix signature of the
-/// simulator's signer), then the mailer other modules use, and `keel comms suppressions`.
-async fn the_mailer_and_the_cli_respect_the_list(db: TestDb) {
-    let sim = ProviderSim::start(SimConfig::default()).unwrap();
-    let pool = db.migrated_pool(&[comms_core::MIGRATIONS]).await;
-    let deps = Deps::new(pool).unwrap();
-    let secret = webhook_secret();
-    let config = CommsConfig {
-        resend_api_key: Some(sim.config().resend_api_key.clone()),
-        resend_from_email: Some("Keel <noreply@example.com>".into()),
-        resend_api_base: sim.base_url().to_owned(),
-        resend_webhook_secret: Some(secret.clone()),
-        timeout: Duration::from_secs(2),
-        ..CommsConfig::default()
-    };
-    let module = CommsModule::build(config, &deps).await.unwrap();
-    let mailer = module.mailer();
-    let mail = |to: &str| Mail {
-        to: to.to_owned(),
-        subject: "Verify your email".to_owned(),
-        text: "Open the link".to_owned(),
-        html: None,
-        kind: "verify_email",
-    };
-    let id = mailer.send(mail("Ada@example.com")).await.unwrap();
-    let body = json!({
-        "type": "email.bounced",
-        "created_at": "2026-11-26T10:00:00.000Z",
-        "data": {"email_id": id, "to": ["Ada@example.com"],
-                 "bounce": {"message": "No such user", "type": "Permanent", "subType": "General"}},
-    })
-    .to_string();
-    let now = chrono::Utc::now().timestamp();
-    let signature = provider_sim::signing::svix(&secret, "msg_1", now, body.as_bytes());
-    let timestamp = now.to_string();
-    let report = module
-        .service()
-        .resend_event(
-            [
-                Some("msg_1"),
-                Some(timestamp.as_str()),
-                Some(signature.as_str()),
-            ],
-            body.as_bytes(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(report.suppressed, ["ada@example.com"]);
-    let sent = sim.outbox().emails.len();
-    assert_eq!(
-        mailer.send(mail("ada@EXAMPLE.com")).await,
-        Err(MailError::Suppressed(
-            "Recipient is suppressed: ada@example.com (hard_bounce)".to_owned()
-        ))
-    );
-    assert_eq!(sim.outbox().emails.len(), sent, "nothing reached Resend");
-    let page = kernel::pagination::PageParams::default().resolve().unwrap();
-    let (_, logged) = module
-        .service()
-        .messages(Viewer::All, comms_core::ListFilter::default(), page)
-        .await
-        .unwrap();
-    assert_eq!(logged, 1, "the refused mail is not in the log");
-
-    let run = |args: &[&str]| {
-        let mut argv = vec!["comms", "suppressions"];
-        argv.extend_from_slice(args);
-        comms_core::cli::command().get_matches_from(argv)
-    };
-    assert_eq!(module.run_command("comms", &run(&["list"])).await, Ok(()));
-    assert_eq!(
-        module
-            .run_command("comms", &run(&["list", "--reason", "nope"]))
-            .await,
-        Err("Unknown reason: nope (hard_bounce, complaint, unsubscribed or stop)".to_owned())
-    );
-    assert_eq!(
-        module
-            .run_command("comms", &run(&["remove", "ADA@example.com"]))
-            .await,
-        Ok(())
-    );
-    assert_eq!(
-        module
-            .run_command("comms", &run(&["remove", "ada@example.com"]))
-            .await,
-        Err("Suppression not found: ada@example.com".to_owned())
-    );
-    assert!(mailer.send(mail("ada@example.com")).await.is_ok());
 }
 
 /// Twilio keeps its own opt-outs: a number that replied STOP elsewhere (here, to a webhook that is
