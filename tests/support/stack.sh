@@ -27,6 +27,7 @@ start_stack() {
   "$bin/provider-sim" --addr "127.0.0.1:$sim_port" \
     --webhook-url "$base/api/v1/payment/webhook" \
     --resend-webhook-url "$base/api/v1/comms/webhooks/resend" \
+    --twilio-sms-url "$base/api/v1/comms/webhooks/twilio/inbound" \
     >"$work/.env" 2>"$work/sim.log" &
   pids+=($!)
   for _ in $(seq 1 100); do grep -q STRIPE_WEBHOOK_SECRET "$work/.env" 2>/dev/null && break; sleep 0.1; done

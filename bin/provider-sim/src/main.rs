@@ -28,6 +28,13 @@ struct Args {
         default_value = "http://127.0.0.1:8000/api/v1/comms/webhooks/resend"
     )]
     resend_webhook_url: String,
+    /// Where incoming SMS (STOP, START, ...) are delivered (Keel's Twilio inbound route).
+    #[arg(
+        long,
+        env = "PROVIDER_SIM_TWILIO_SMS_URL",
+        default_value = "http://127.0.0.1:8000/api/v1/comms/webhooks/twilio/inbound"
+    )]
+    twilio_sms_url: String,
     /// Pause between streamed LLM chunks, in milliseconds.
     #[arg(long, default_value_t = 0)]
     chunk_delay_ms: u64,
@@ -44,6 +51,7 @@ async fn main() -> ExitCode {
         addr: args.addr.clone(),
         webhook_url: Some(args.webhook_url.clone()),
         resend_webhook_url: Some(args.resend_webhook_url.clone()),
+        twilio_sms_url: Some(args.twilio_sms_url.clone()),
         stripe_auto_events: !args.no_auto_events,
         chunk_delay: Duration::from_millis(args.chunk_delay_ms),
         callback_delay: Duration::from_millis(500),
@@ -59,6 +67,7 @@ async fn main() -> ExitCode {
     eprintln!("provider-sim listening on {}", sim.base_url());
     eprintln!("  Stripe events go to {}", args.webhook_url);
     eprintln!("  Resend events go to {}", args.resend_webhook_url);
+    eprintln!("  incoming SMS go to {}", args.twilio_sms_url);
     eprintln!(
         "  outbox: {}/outbox   control API: {}/_sim/...",
         sim.base_url(),

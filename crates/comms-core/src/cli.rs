@@ -7,7 +7,10 @@ use clap::{ArgMatches, FromArgMatches, Subcommand};
 use kernel::pagination::Page;
 
 use crate::Channel;
-use crate::service::{CallRequest, CommsService, EmailRequest, ListFilter, SmsRequest, Viewer};
+use crate::domain::suppression::Reason;
+use crate::service::{
+    CallRequest, CommsService, EmailRequest, ListFilter, SmsRequest, SuppressionFilter, Viewer,
+};
 
 /// The command's name: `keel comms`.
 pub const COMMAND: &str = "comms";
@@ -59,6 +62,34 @@ pub enum CommsCommand {
         status: Option<String>,
         #[arg(long, default_value_t = 20)]
         limit: i64,
+    },
+    /// The suppression list: recipients no longer sent to.
+    Suppressions {
+        #[command(subcommand)]
+        action: SuppressionsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SuppressionsCommand {
+    /// List the entries, newest first.
+    List {
+        /// email or sms.
+        #[arg(long)]
+        channel: Option<String>,
+        /// hard_bounce, complaint, unsubscribed or stop.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Only addresses containing this text.
+        #[arg(long)]
+        search: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+    },
+    /// Take an address or number off the list (sends to it reach the provider again).
+    Remove {
+        /// An email address or an E.164 number.
+        address: String,
     },
 }
 
@@ -167,6 +198,73 @@ pub async fn run(service: &dyn CommsService, matches: &ArgMatches) -> Result<(),
                 );
             }
             println!("{} of {total} messages", messages.len());
+        }
+        CommsCommand::Suppressions { action } => suppressions(service, action).await?,
+    }
+    Ok(())
+}
+
+/// `keel comms suppressions list|remove`.
+async fn suppressions(
+    service: &dyn CommsService,
+    action: SuppressionsCommand,
+) -> Result<(), String> {
+    let text = |e: crate::CommsError| e.to_string();
+    match action {
+        SuppressionsCommand::List {
+            channel,
+            reason,
+            search,
+            limit,
+        } => {
+            let channel = match channel {
+                None => None,
+                Some(raw) => Some(
+                    Channel::parse(&raw)
+                        .filter(|c| *c != Channel::Voice)
+                        .ok_or_else(|| format!("Unknown channel: {raw} (email or sms)"))?,
+                ),
+            };
+            let reason = match reason {
+                None => None,
+                Some(raw) => Some(Reason::parse(&raw).ok_or_else(|| {
+                    format!("Unknown reason: {raw} (hard_bounce, complaint, unsubscribed or stop)")
+                })?),
+            };
+            let page = Page {
+                page: 1,
+                page_size: limit.clamp(1, 1000),
+            };
+            let filter = SuppressionFilter {
+                channel,
+                reason,
+                contains: search,
+            };
+            let (entries, total) = service.suppressions(filter, page).await.map_err(text)?;
+            for s in &entries {
+                println!(
+                    "{}\t{}\t{}\t{}\t{}{}",
+                    s.id,
+                    kernel::time::format(&s.created_at),
+                    s.channel.as_str(),
+                    s.address,
+                    s.reason.as_str(),
+                    s.detail
+                        .as_deref()
+                        .map(|d| format!("\t{d}"))
+                        .unwrap_or_default()
+                );
+            }
+            println!("{} of {total} suppressions", entries.len());
+        }
+        SuppressionsCommand::Remove { address } => {
+            let removed = service.unsuppress(address).await.map_err(text)?;
+            println!(
+                "{} removed ({} since {})",
+                removed.address,
+                removed.reason.as_str(),
+                kernel::time::format(&removed.created_at)
+            );
         }
     }
     Ok(())

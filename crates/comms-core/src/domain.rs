@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod suppression;
+
 /// A communications channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]

@@ -35,8 +35,28 @@ pub enum CommsError {
     BadPayload(String),
     #[error("{MESSAGE_NOT_FOUND}")]
     NotFound,
+    /// 409: recipients on the suppression list, as (address, reason); nothing was sent.
+    #[error("{}", suppressed_text(.0))]
+    Suppressed(Vec<(String, String)>),
+    /// 404: no entry of the suppression list has this address.
+    #[error("Suppression not found: {0}")]
+    SuppressionNotFound(String),
     #[error(transparent)]
     Db(#[from] DbError),
+}
+
+/// `Recipient is suppressed: a@example.com (hard_bounce)`, or for several
+/// `Recipients are suppressed: a@example.com (hard_bounce), b@example.com (complaint)`.
+fn suppressed_text(entries: &[(String, String)]) -> String {
+    let listed: Vec<String> = entries
+        .iter()
+        .map(|(address, reason)| format!("{address} ({reason})"))
+        .collect();
+    if listed.len() == 1 {
+        format!("Recipient is suppressed: {}", listed.join(", "))
+    } else {
+        format!("Recipients are suppressed: {}", listed.join(", "))
+    }
 }
 
 impl From<diesel::result::Error> for CommsError {
@@ -57,6 +77,8 @@ impl From<CommsError> for ApiError {
             CommsError::Provider { .. } => ApiError::bad_gateway(e.to_string()),
             CommsError::BadSignature => ApiError::forbidden(INVALID_SIGNATURE),
             CommsError::NotFound => ApiError::not_found(MESSAGE_NOT_FOUND),
+            CommsError::Suppressed(_) => ApiError::conflict(e.to_string()),
+            CommsError::SuppressionNotFound(_) => ApiError::not_found(e.to_string()),
             CommsError::Db(e) => e.into(),
         }
     }

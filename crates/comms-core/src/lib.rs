@@ -62,8 +62,9 @@ pub use domain::Channel;
 pub use error::CommsError;
 pub use mailer::CommsMailer;
 pub use service::{
-    CallReceipt, CallRequest, CommsService, EmailReceipt, EmailRequest, EventOutcome, ListFilter,
-    Message, SmsReceipt, SmsRequest, TWILIO_STATUS_ROUTE, Viewer,
+    CallReceipt, CallRequest, CommsService, EmailReceipt, EmailRequest, EventOutcome, EventReport,
+    InboundReport, ListFilter, Message, SmsReceipt, SmsRequest, Suppression, SuppressionFilter,
+    TWILIO_INBOUND_ROUTE, TWILIO_STATUS_ROUTE, Viewer,
 };
 
 use providers::{Resend, Twilio};
@@ -72,7 +73,7 @@ use service::CommsServiceImpl;
 const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres/comms");
 const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite/comms");
 
-/// The communications module's migrations (table `comms_messages`).
+/// The communications module's migrations (tables `comms_messages`, `comms_suppressions`).
 pub const MIGRATIONS: MigrationSet = MigrationSet {
     module: "comms",
     postgres: &POSTGRES,
@@ -197,7 +198,10 @@ impl Module for CommsModule {
             .service(http::make_call)
             .service(http::list_messages)
             .service(http::get_message)
+            .service(http::list_suppressions)
+            .service(http::remove_suppression)
             .service(http::twilio_status)
+            .service(http::twilio_inbound)
             .service(http::resend_webhook)
             .service(http::health)
             .service(http::status)

@@ -1,7 +1,8 @@
 //! The [`Mailer`] this module lends the others (auth's verification and reset mails): an email
 //! send through the service, so it goes through Resend and into the message log like any other,
 //! tagged `kind=<the mail's kind>`, with no preview of its body in the log (it carries a link
-//! that signs its reader in).
+//! that signs its reader in). An address on the suppression list (an earlier hard bounce or
+//! complaint) is `MailError::Suppressed`: nothing is sent.
 
 use std::sync::Arc;
 
@@ -43,6 +44,7 @@ fn mail_error(e: CommsError) -> MailError {
         CommsError::NotConfigured { setting, .. } => MailError::NotConfigured(setting.to_owned()),
         CommsError::Invalid(why) => MailError::Invalid(why),
         CommsError::Provider { message, .. } => MailError::Provider(message),
+        suppressed @ CommsError::Suppressed(_) => MailError::Suppressed(suppressed.to_string()),
         other => MailError::Provider(other.to_string()),
     }
 }
@@ -70,6 +72,13 @@ mod tests {
                 message: "rate limited".into()
             }),
             MailError::Provider("rate limited".to_owned())
+        );
+        assert_eq!(
+            mail_error(CommsError::Suppressed(vec![(
+                "ada@example.com".into(),
+                "hard_bounce".into()
+            )])),
+            MailError::Suppressed("Recipient is suppressed: ada@example.com (hard_bounce)".into())
         );
     }
 }

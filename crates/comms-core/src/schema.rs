@@ -14,3 +14,15 @@ diesel::table! {
         updated_at -> Timestamp,
     }
 }
+
+diesel::table! {
+    comms_suppressions (id) {
+        id -> BigInt,
+        channel -> Text,
+        address -> Text,
+        reason -> Text,
+        detail -> Nullable<Text>,
+        provider_id -> Nullable<Text>,
+        created_at -> Timestamp,
+    }
+}

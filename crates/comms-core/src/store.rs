@@ -9,6 +9,8 @@ use kernel::{DbConn, with_conn};
 
 use crate::schema::comms_messages;
 
+pub mod suppressions;
+
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = comms_messages)]
 pub struct MessageRow {

@@ -217,6 +217,8 @@ mod cancellation;
 mod mailer;
 #[path = "http/mounts.rs"]
 mod mounts;
+#[path = "http/suppressions.rs"]
+mod suppressions;
 #[path = "http/twilio_signatures.rs"]
 mod twilio_signatures;
 
@@ -706,6 +708,9 @@ async fn resend_events_move_the_log_forward_only(db: TestDb) {
         true
     );
     assert_eq!(c.logged(&id).await["status"], "complained");
+    // The complaint suppressed the address (tests/http/suppressions.rs): an administrator lifts it.
+    let lift = "/suppressions/a@example.com";
+    assert_eq!(c.delete(lift, Some(ADMIN)).await.0, 200);
     // A bounce records the reason.
     let bounced = c.send_email().await;
     assert_eq!(
@@ -719,6 +724,7 @@ async fn resend_events_move_the_log_forward_only(db: TestDb) {
         (logged["status"].as_str(), logged["error"].as_str()),
         (Some("bounced"), Some("Mailbox does not exist"))
     );
+    assert_eq!(c.delete(lift, Some(ADMIN)).await.0, 200);
     // Stale, wrongly signed and unsigned events: 403, nothing changed.
     let fresh = c.send_email().await;
     let (status, body) = c

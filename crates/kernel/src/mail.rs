@@ -27,6 +27,10 @@ pub enum MailError {
     /// The provider failed or could not be reached.
     #[error("mail provider error: {0}")]
     Provider(String),
+    /// The recipient is on the mailer's suppression list (an earlier hard bounce or spam
+    /// complaint): nothing was sent. The text names the address and the reason.
+    #[error("mail not sent: {0}")]
+    Suppressed(String),
 }
 
 /// Sends e-mails for other modules.

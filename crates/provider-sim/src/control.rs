@@ -1,6 +1,6 @@
 //! The control API under `/_sim/...` (faults, journal, outbox, deliveries, Stripe events and
-//! checkout completion, Resend events, Twilio status callbacks, callback knobs) and the human
-//! pages: `/` (settings) and `/outbox`.
+//! checkout completion, Resend events, Twilio status callbacks and incoming SMS, callback knobs)
+//! and the human pages: `/` (settings) and `/outbox`.
 
 use std::time::Duration;
 
@@ -43,6 +43,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 )
                 .route("/stripe/objects/{id}", web::get().to(stripe_object))
                 .route("/twilio/{sid}/status", web::post().to(twilio_status))
+                .route("/twilio/inbound", web::post().to(twilio_inbound))
                 .route("/resend/{email_id}/events", web::post().to(resend_event))
                 .route("/callbacks", web::get().to(callback_options))
                 .route("/callbacks", web::post().to(set_callback_options))
@@ -322,6 +323,35 @@ async fn twilio_status(sim: web::Data<Sim>, path: web::Path<String>, body: Bytes
         Err(message) => return bad_request(&message),
     };
     match twilio::status_callback(&sim, &path, &request.status, &request.options).await {
+        Ok(deliveries) => HttpResponse::Ok().json(json!({ "deliveries": deliveries })),
+        Err(message) => bad_request(&message),
+    }
+}
+
+#[derive(Deserialize)]
+struct InboundBody {
+    from: String,
+    to: Option<String>,
+    body: String,
+    #[serde(flatten)]
+    options: CallbackOptions,
+}
+
+/// Body: `{"from": "+15005550010", "body": "STOP"}` (`to` optional) plus any callback knob.
+async fn twilio_inbound(sim: web::Data<Sim>, body: Bytes) -> HttpResponse {
+    let request: InboundBody = match parse(&body) {
+        Ok(request) => request,
+        Err(message) => return bad_request(&message),
+    };
+    match twilio::inbound_sms(
+        &sim,
+        &request.from,
+        request.to.as_deref(),
+        &request.body,
+        &request.options,
+    )
+    .await
+    {
         Ok(deliveries) => HttpResponse::Ok().json(json!({ "deliveries": deliveries })),
         Err(message) => bad_request(&message),
     }

@@ -36,6 +36,12 @@ pub struct CallbackOptions {
     pub no_signature: bool,
     /// Change the body after signing it (Resend: the subject; Twilio: the `To` number).
     pub tamper: bool,
+    /// Resend only: the `bounce.type` of an `email.bounced` event (default `Permanent`; Resend
+    /// also reports `Transient` and `Undetermined`).
+    pub bounce_type: Option<String>,
+    /// Twilio only: the `ErrorCode` of a `failed` or `undelivered` message callback (default
+    /// the message's own, else 30003; 21610 is an unsubscribed recipient).
+    pub error_code: Option<String>,
 }
 
 /// `Option<Duration>` as a number of milliseconds.

@@ -63,6 +63,9 @@ pub struct SimConfig {
     pub resend_webhook_secret: String,
     pub twilio_account_sid: String,
     pub twilio_auth_token: String,
+    /// Where incoming SMS go (the number's "A message comes in" webhook, Keel's
+    /// `/api/v1/comms/webhooks/twilio/inbound`); `None`: only to a URL a call names.
+    pub twilio_sms_url: Option<String>,
     /// The key the LLM APIs accept; `None` accepts any non-empty key.
     pub ai_api_key: Option<String>,
     /// Pause between streamed chunks (changeable at run time).
@@ -86,6 +89,7 @@ impl Default for SimConfig {
             resend_webhook_secret: "whsec_cHJvdmlkZXItc2ltLXJlc2VuZC1ob29r".to_owned(),
             twilio_account_sid: "AC00000000000000000000000000000001".to_owned(),
             twilio_auth_token: "0123456789abcdef0123456789abcdef".to_owned(),
+            twilio_sms_url: None,
             ai_api_key: None,
             chunk_delay: Duration::ZERO,
             callback_delay: Duration::from_millis(50),
@@ -301,6 +305,29 @@ impl SimHandle {
         options: &CallbackOptions,
     ) -> Result<Vec<Delivery>, String> {
         twilio::status_callback(&self.sim, sid, status, options).await
+    }
+
+    /// Posts an incoming SMS from `from` to `to` (default `+15005550006`) to `options.url` or
+    /// [`SimConfig::twilio_sms_url`], signed like a status callback. An opt-out keyword (`STOP`,
+    /// ...) makes later SMS to `from` fail with 21610 (at once when sent from a number, in the
+    /// status callback through a messaging service); an opt-in keyword (`START`, ...) lifts that.
+    pub async fn twilio_inbound_sms(
+        &self,
+        from: &str,
+        to: Option<&str>,
+        body: &str,
+        options: &CallbackOptions,
+    ) -> Result<Vec<Delivery>, String> {
+        twilio::inbound_sms(&self.sim, from, to, body, options).await
+    }
+
+    /// The numbers that opted out of SMS (replied STOP, not START since).
+    pub fn twilio_opted_out(&self) -> Vec<String> {
+        state::lock(&self.sim.outbox)
+            .opted_out
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Posts a Resend webhook event (`email.sent`, `email.delivered`, `email.delivery_delayed`,

@@ -1,4 +1,5 @@
-//! What the simulator "sent" on Keel's behalf: emails, SMS and calls.
+//! What the simulator "sent" on Keel's behalf: emails, SMS and calls; and the numbers that
+//! opted out of SMS.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -8,6 +9,10 @@ pub struct Outbox {
     pub emails: Vec<Email>,
     pub sms: Vec<Sms>,
     pub calls: Vec<Call>,
+    /// Numbers that replied an opt-out keyword (STOP) and no opt-in keyword (START) since: Twilio
+    /// refuses SMS to them with error 21610.
+    #[serde(default)]
+    pub opted_out: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,6 +47,10 @@ pub struct Sms {
     pub num_segments: u32,
     pub status_callback: Option<String>,
     pub date_created: String,
+    /// The `ErrorCode` its `failed` or `undelivered` callbacks carry (30003 when none is set;
+    /// 21610 for an SMS to an opted-out number through a messaging service).
+    #[serde(default)]
+    pub error_code: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

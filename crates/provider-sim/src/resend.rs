@@ -392,8 +392,8 @@ fn spawn_lifecycle(sim: Arc<Sim>, email: Email) {
     });
 }
 
-/// The event body as Resend sends it.
-fn event(email: &Email, kind: &str) -> Value {
+/// The event body as Resend sends it (`bounce_type` for `email.bounced`, default `Permanent`).
+fn event(email: &Email, kind: &str, bounce_type: Option<&str>) -> Value {
     let mut data = json!({
         "created_at": email.created_at,
         "email_id": email.id,
@@ -405,11 +405,19 @@ fn event(email: &Email, kind: &str) -> Value {
         data["tags"] = email.tags.clone();
     }
     if kind == "email.bounced" {
-        data["bounce"] = json!({
-            "message": "The recipient's mail server permanently rejected the email.",
-            "type": "Permanent",
-            "subType": "General",
-        });
+        let kind = bounce_type.unwrap_or("Permanent");
+        let (message, sub_type) = if kind.eq_ignore_ascii_case("permanent") {
+            (
+                "The recipient's mail server permanently rejected the email.",
+                "General",
+            )
+        } else {
+            (
+                "The recipient's mail server temporarily rejected the email.",
+                "MailboxFull",
+            )
+        };
+        data["bounce"] = json!({"message": message, "type": kind, "subType": sub_type});
     }
     json!({
         "type": kind,
@@ -457,7 +465,7 @@ async fn deliver(
     {
         stored.last_event = Some(kind.strip_prefix("email.").unwrap_or(kind).to_owned());
     }
-    let event = event(email, kind);
+    let event = event(email, kind, options.bounce_type.as_deref());
     let body = event.to_string();
     let msg_id = ids::stripe("msg_");
     let timestamp = now() - if options.stale { 600 } else { 0 };

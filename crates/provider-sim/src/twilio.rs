@@ -1,6 +1,9 @@
 //! Twilio: `Messages.json` and `Calls.json` under `/2010-04-01/Accounts/{sid}/` with basic auth,
 //! form bodies with PascalCase keys, 201 JSON bodies, Twilio error bodies, and status callbacks
-//! signed with `X-Twilio-Signature`.
+//! signed with `X-Twilio-Signature`; incoming messages (STOP and START included) in `inbound`.
+
+mod callbacks;
+mod inbound;
 
 use std::sync::Arc;
 
@@ -9,13 +12,18 @@ use actix_web::{HttpRequest, HttpResponse};
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::delivery::{self, CallbackOptions, Delivery};
 use crate::journal::Provider;
 use crate::outbox::{Call, Sms};
 use crate::state::{Reply, Sim, lock};
-use crate::{form, ids, signing};
+use crate::{form, ids};
+
+use callbacks::post_signed;
+pub use callbacks::status_callback;
+pub use inbound::inbound_sms;
 
 const API_VERSION: &str = "2010-04-01";
+/// Twilio's error for a message to a number that opted out.
+const UNSUBSCRIBED: &str = "21610";
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route(
@@ -228,6 +236,12 @@ fn create_message(sim: &Arc<Sim>, params: &[(String, String)]) -> Reply {
             "The concatenated message body exceeds the 1600 character limit.",
         );
     }
+    // A number that replied STOP: refused at once when sent from a number; through a messaging
+    // service accepted, then failed with 21610 in its status callback.
+    let opted_out = lock(&sim.outbox).opted_out.contains(to);
+    if opted_out && from.is_some() {
+        return error(400, 21610, "Attempt to send to unsubscribed recipient");
+    }
     let sid = ids::twilio("SM");
     let now = rfc2822_now();
     let status = if from.is_some() { "queued" } else { "accepted" };
@@ -242,10 +256,16 @@ fn create_message(sim: &Arc<Sim>, params: &[(String, String)]) -> Reply {
         num_segments: segments(body),
         status_callback: param(params, "StatusCallback").map(str::to_owned),
         date_created: now,
+        error_code: opted_out.then(|| UNSUBSCRIBED.to_owned()),
     };
     lock(&sim.outbox).sms.push(sms.clone());
     if sms.status_callback.is_some() || sim.callback_options().url.is_some() {
-        spawn_lifecycle(sim.clone(), sid, vec!["sent", "delivered"]);
+        let lifecycle = if opted_out {
+            vec!["failed"]
+        } else {
+            vec!["sent", "delivered"]
+        };
+        spawn_lifecycle(sim.clone(), sid, lifecycle);
     }
     Reply::json(201, message_json(sim, &sms))
 }
@@ -461,116 +481,6 @@ fn spawn_lifecycle(sim: Arc<Sim>, sid: String, mut statuses: Vec<&'static str>) 
             let _ = status_callback(&sim, &sid, status, &options).await;
         }
     });
-}
-
-/// An auth token that is not the account's, for `wrong_secret`.
-const WRONG_TOKEN: &str = "ffffffffffffffffffffffffffffffff";
-
-/// Sets the status of a message or call and posts its status callback, signed, with the knobs
-/// of `options`. One delivery, two with `duplicate`.
-pub async fn status_callback(
-    sim: &Sim,
-    sid: &str,
-    status: &str,
-    options: &CallbackOptions,
-) -> Result<Vec<Delivery>, String> {
-    if let Some(delay) = options.delay {
-        tokio::time::sleep(delay).await;
-    }
-    let account = sim.config.twilio_account_sid.clone();
-    let (url, params) = {
-        let mut outbox = lock(&sim.outbox);
-        if let Some(sms) = outbox.sms.iter_mut().find(|m| m.sid == sid) {
-            sms.status = status.to_owned();
-            let mut params = vec![
-                ("MessageSid", sid.to_owned()),
-                ("SmsSid", sid.to_owned()),
-                ("AccountSid", account),
-                ("To", sms.to.clone()),
-                ("MessageStatus", status.to_owned()),
-                ("SmsStatus", status.to_owned()),
-                ("ApiVersion", API_VERSION.to_owned()),
-            ];
-            if let Some(from) = &sms.from {
-                params.push(("From", from.clone()));
-            }
-            if let Some(service) = &sms.messaging_service_sid {
-                params.push(("MessagingServiceSid", service.clone()));
-            }
-            if matches!(status, "failed" | "undelivered") {
-                // Twilio's status callbacks carry the code only (30003: unreachable handset).
-                params.push(("ErrorCode", "30003".to_owned()));
-            }
-            (sms.status_callback.clone(), params)
-        } else if let Some(call) = outbox.calls.iter_mut().find(|c| c.sid == sid) {
-            call.status = status.to_owned();
-            let mut params = vec![
-                ("CallSid", sid.to_owned()),
-                ("AccountSid", account),
-                ("To", call.to.clone()),
-                ("From", call.from.clone()),
-                ("CallStatus", status.to_owned()),
-                ("Direction", "outbound-api".to_owned()),
-                ("ApiVersion", API_VERSION.to_owned()),
-                ("Timestamp", chrono::Utc::now().to_rfc2822()),
-                ("CallbackSource", "call-progress-events".to_owned()),
-            ];
-            if status == "completed" {
-                params.push(("CallDuration", "7".to_owned()));
-            }
-            (call.status_callback.clone(), params)
-        } else {
-            return Err(format!("No message or call {sid}"));
-        }
-    };
-    let url = options
-        .url
-        .clone()
-        .or(url)
-        .ok_or_else(|| format!("{sid} has no StatusCallback"))?;
-    let mut params: Vec<(String, String)> =
-        params.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
-    let token = if options.wrong_secret {
-        WRONG_TOKEN
-    } else {
-        &sim.config.twilio_auth_token
-    };
-    let signature = signing::twilio(token, &url, &params);
-    if options.tamper {
-        for (key, value) in &mut params {
-            if key == "To" {
-                value.push('0');
-            }
-        }
-    }
-    let body = serde_urlencoded::to_string(&params).unwrap_or_default();
-    let mut headers = vec![
-        (
-            "content-type".to_owned(),
-            "application/x-www-form-urlencoded; charset=utf-8".to_owned(),
-        ),
-        ("user-agent".to_owned(), "TwilioProxy/1.1".to_owned()),
-    ];
-    if !options.no_signature {
-        headers.push(("x-twilio-signature".to_owned(), signature));
-    }
-    let copies = if options.duplicate { 2 } else { 1 };
-    let mut out = Vec::new();
-    for _ in 0..copies {
-        let delivery = delivery::post(
-            &sim.client,
-            Provider::Twilio,
-            &url,
-            headers.clone(),
-            body.clone(),
-            Some(sid.to_owned()),
-            Some(status.to_owned()),
-        )
-        .await;
-        sim.record_delivery(delivery.clone());
-        out.push(delivery);
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -17,12 +17,15 @@ pub use twilio::Twilio;
 #[error("{message}")]
 pub struct ProviderError {
     pub message: String,
+    /// The provider's error code when its answer carried one (Twilio's `code`, e.g. `21610`).
+    pub code: Option<String>,
 }
 
 impl ProviderError {
     pub fn new(message: impl Into<String>) -> Self {
         ProviderError {
             message: message.into(),
+            code: None,
         }
     }
 
@@ -37,11 +40,23 @@ impl ProviderError {
 
     /// An error answer: the provider's own `message` field when its body has one, else the status.
     fn from_answer(status: reqwest::StatusCode, body: &[u8]) -> Self {
-        let message = serde_json::from_slice::<serde_json::Value>(body)
-            .ok()
+        let parsed = serde_json::from_slice::<serde_json::Value>(body).ok();
+        let message = parsed
+            .as_ref()
             .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
             .filter(|m| !m.is_empty());
-        ProviderError::new(message.unwrap_or_else(|| format!("HTTP {status}")))
+        let code = parsed
+            .as_ref()
+            .and_then(|v| v.get("code"))
+            .and_then(|c| match c {
+                serde_json::Value::Number(n) => Some(n.to_string()),
+                serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+                _ => None,
+            });
+        ProviderError {
+            code,
+            ..ProviderError::new(message.unwrap_or_else(|| format!("HTTP {status}")))
+        }
     }
 }
 

@@ -8,8 +8,9 @@ use kernel::pagination::Page;
 use kernel::unit::Detached;
 
 use super::{
-    CallReceipt, CallRequest, CommsService, EmailReceipt, EmailRequest, EventOutcome, ListFilter,
-    Message, SmsReceipt, SmsRequest, TwilioCallback, Viewer,
+    CallReceipt, CallRequest, CommsService, EmailReceipt, EmailRequest, EventReport, InboundReport,
+    ListFilter, Message, SmsReceipt, SmsRequest, Suppression, SuppressionFilter, TwilioCallback,
+    Viewer,
 };
 use crate::config::CommsConfig;
 use crate::error::CommsError;
@@ -58,8 +59,27 @@ impl CommsService for Detached<dyn CommsService> {
             .await
     }
 
-    async fn twilio_status(&self, callback: TwilioCallback) -> Result<EventOutcome, CommsError> {
+    async fn twilio_status(&self, callback: TwilioCallback) -> Result<EventReport, CommsError> {
         self.run(move |s| async move { s.twilio_status(callback).await })
+            .await
+    }
+
+    async fn twilio_inbound(&self, callback: TwilioCallback) -> Result<InboundReport, CommsError> {
+        self.run(move |s| async move { s.twilio_inbound(callback).await })
+            .await
+    }
+
+    async fn suppressions(
+        &self,
+        filter: SuppressionFilter,
+        page: Page,
+    ) -> Result<(Vec<Suppression>, i64), CommsError> {
+        self.run(move |s| async move { s.suppressions(filter, page).await })
+            .await
+    }
+
+    async fn unsuppress(&self, address: String) -> Result<Suppression, CommsError> {
+        self.run(move |s| async move { s.unsuppress(address).await })
             .await
     }
 
@@ -67,7 +87,7 @@ impl CommsService for Detached<dyn CommsService> {
         &self,
         svix: [Option<&str>; 3],
         body: &[u8],
-    ) -> Result<EventOutcome, CommsError> {
+    ) -> Result<EventReport, CommsError> {
         let svix = svix.map(|header| header.map(str::to_owned));
         let body = body.to_vec();
         self.run(move |s| async move {

@@ -1,5 +1,6 @@
 //! The mailer this module lends the others: an email through Resend (the simulator), in the
-//! message log without a preview of its body, tagged with the mail's kind.
+//! message log without a preview of its body, tagged with the mail's kind; and refused, with
+//! nothing sent, for an address on the suppression list.
 
 use comms_core::{ListFilter, Viewer};
 use kernel::capability::Capabilities;
@@ -11,6 +12,7 @@ use super::*;
 
 kernel::backend_tests! {
     the_mailer_sends_through_resend_into_the_log_without_a_preview,
+    the_mailer_and_the_cli_respect_the_suppression_list,
 }
 
 fn reset_mail(to: &str) -> Mail {
@@ -95,4 +97,95 @@ async fn the_mailer_sends_through_resend_into_the_log_without_a_preview(db: Test
         module.mailer().send(reset_mail("ada@example.com")).await,
         Err(MailError::NotConfigured("RESEND_API_KEY".to_owned()))
     );
+}
+
+/// A hard bounce through the service's own webhook entry point (the Svix signature of the
+/// simulator's signer), then the mailer other modules use, and `keel comms suppressions`.
+async fn the_mailer_and_the_cli_respect_the_suppression_list(db: TestDb) {
+    let sim = ProviderSim::start(SimConfig::default()).unwrap();
+    let pool = db.migrated_pool(&[comms_core::MIGRATIONS]).await;
+    let deps = Deps::new(pool).unwrap();
+    let secret = webhook_secret();
+    let config = CommsConfig {
+        resend_api_key: Some(sim.config().resend_api_key.clone()),
+        resend_from_email: Some("Keel <noreply@example.com>".into()),
+        resend_api_base: sim.base_url().to_owned(),
+        resend_webhook_secret: Some(secret.clone()),
+        timeout: Duration::from_secs(2),
+        ..CommsConfig::default()
+    };
+    let module = CommsModule::build(config, &deps).await.unwrap();
+    let mailer = module.mailer();
+    let mail = |to: &str| Mail {
+        to: to.to_owned(),
+        subject: "Verify your email".to_owned(),
+        text: "Open the link".to_owned(),
+        html: None,
+        kind: "verify_email",
+    };
+    let id = mailer.send(mail("Ada@example.com")).await.unwrap();
+    let body = json!({
+        "type": "email.bounced",
+        "created_at": "2026-11-26T10:00:00.000Z",
+        "data": {"email_id": id, "to": ["Ada@example.com"],
+                 "bounce": {"message": "No such user", "type": "Permanent", "subType": "General"}},
+    })
+    .to_string();
+    let now = chrono::Utc::now().timestamp();
+    let signature = provider_sim::signing::svix(&secret, "msg_1", now, body.as_bytes());
+    let timestamp = now.to_string();
+    let report = module
+        .service()
+        .resend_event(
+            [
+                Some("msg_1"),
+                Some(timestamp.as_str()),
+                Some(signature.as_str()),
+            ],
+            body.as_bytes(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.suppressed, ["ada@example.com"]);
+    let sent = sim.outbox().emails.len();
+    assert_eq!(
+        mailer.send(mail("ada@EXAMPLE.com")).await,
+        Err(MailError::Suppressed(
+            "Recipient is suppressed: ada@example.com (hard_bounce)".to_owned()
+        ))
+    );
+    assert_eq!(sim.outbox().emails.len(), sent, "nothing reached Resend");
+    let page = PageParams::default().resolve().unwrap();
+    let (_, logged) = module
+        .service()
+        .messages(Viewer::All, ListFilter::default(), page)
+        .await
+        .unwrap();
+    assert_eq!(logged, 1, "the refused mail is not in the log");
+
+    let run = |args: &[&str]| {
+        let mut argv = vec!["comms", "suppressions"];
+        argv.extend_from_slice(args);
+        comms_core::cli::command().get_matches_from(argv)
+    };
+    assert_eq!(module.run_command("comms", &run(&["list"])).await, Ok(()));
+    assert_eq!(
+        module
+            .run_command("comms", &run(&["list", "--reason", "nope"]))
+            .await,
+        Err("Unknown reason: nope (hard_bounce, complaint, unsubscribed or stop)".to_owned())
+    );
+    assert_eq!(
+        module
+            .run_command("comms", &run(&["remove", "ADA@example.com"]))
+            .await,
+        Ok(())
+    );
+    assert_eq!(
+        module
+            .run_command("comms", &run(&["remove", "ada@example.com"]))
+            .await,
+        Err("Suppression not found: ada@example.com".to_owned())
+    );
+    assert!(mailer.send(mail("ada@example.com")).await.is_ok());
 }

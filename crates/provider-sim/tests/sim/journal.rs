@@ -202,7 +202,10 @@ async fn control_api_drives_the_simulator_over_http() {
         .json()
         .await
         .unwrap();
-    assert_eq!(outbox, json!({"emails": [], "sms": [], "calls": []}));
+    assert_eq!(
+        outbox,
+        json!({"emails": [], "sms": [], "calls": [], "opted_out": []})
+    );
     assert_eq!(
         c.post(sim.url("/_sim/llm/chunk-delay"))
             .json(&json!({"ms": 0}))

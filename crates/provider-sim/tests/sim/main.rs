@@ -284,6 +284,7 @@ mod billing;
 mod faults;
 mod journal;
 mod llm;
+mod opt_outs;
 mod resend;
 mod stripe;
 mod twilio;

@@ -1,31 +1,38 @@
 //! The communications service: sends through the providers, keeps the message log, and applies
 //! the providers' signed delivery events to it.
 
+mod checks;
 mod detached;
+mod events;
+mod log;
+mod suppressions;
 
 use std::sync::Arc;
 
-use chrono::{NaiveDateTime, Utc};
+use chrono::NaiveDateTime;
 use kernel::DbPool;
 use kernel::module::Mounts;
 use kernel::pagination::Page;
 
 use crate::config::CommsConfig;
+use crate::domain::suppression::{self, Keyword, Reason};
 use crate::domain::{self, Channel};
 use crate::error::CommsError;
 use crate::providers::{
-    EmailProvider, EmailTag, OutgoingCall, OutgoingEmail, OutgoingSms, ProviderError,
-    TelephonyProvider,
+    EmailProvider, EmailTag, OutgoingCall, OutgoingEmail, OutgoingSms, TelephonyProvider,
 };
-use crate::store::{self, MessageFilter, MessageRow, NewMessageRow};
-use crate::webhooks::{
-    self, SvixRefusal, TwilioBody, TwilioCallback, TwilioKeys, TwilioPayload, TwilioRefusal,
-    TwilioRequest,
-};
+use crate::store::{self, MessageFilter};
+use crate::webhooks::TwilioCallback;
+
+use checks::{check_body, check_email, check_no_nul, required, trimmed};
+use log::LogEntry;
+pub use suppressions::{Suppression, SuppressionFilter};
 
 /// The route of Twilio's status callbacks under the module's mount point (the `#[post]` of
 /// `http::twilio_status`).
 pub const TWILIO_STATUS_ROUTE: &str = "/webhooks/twilio/status";
+/// The route of Twilio's incoming-message webhook (the number's "A message comes in" URL).
+pub const TWILIO_INBOUND_ROUTE: &str = "/webhooks/twilio/inbound";
 
 /// An email to send, as the client gave it (checked by the service).
 #[derive(Debug, Clone, Default)]
@@ -125,6 +132,23 @@ pub enum EventOutcome {
     Ignored,
 }
 
+/// What a signed delivery event did to the log and to the suppression list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventReport {
+    pub outcome: EventOutcome,
+    /// The addresses or numbers it added to the suppression list.
+    pub suppressed: Vec<String>,
+}
+
+/// What an incoming SMS did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InboundReport {
+    /// The opt-out or opt-in keyword it was, if any.
+    pub keyword: Option<Keyword>,
+    /// Whether it added its sender to the suppression list (opt-out) or took it off (opt-in).
+    pub changed: bool,
+}
+
 #[async_trait::async_trait]
 pub trait CommsService: Send + Sync {
     async fn send_email(
@@ -150,14 +174,28 @@ pub trait CommsService: Send + Sync {
     ) -> Result<(Vec<Message>, i64), CommsError>;
     /// A message of the log; another user's is `NotFound`.
     async fn message(&self, viewer: Viewer, id: i64) -> Result<Message, CommsError>;
-    /// A Twilio status callback, verified (see `webhooks::twilio_verify`) before it is read.
-    async fn twilio_status(&self, callback: TwilioCallback) -> Result<EventOutcome, CommsError>;
-    /// A Resend event with its Svix headers (id, timestamp, signatures) and raw body.
+    /// A Twilio status callback, verified (see `webhooks::twilio_verify`) before it is read. An
+    /// SMS that failed with error 21610 suppresses its number.
+    async fn twilio_status(&self, callback: TwilioCallback) -> Result<EventReport, CommsError>;
+    /// An SMS Twilio received for one of the account's numbers, verified like a status callback:
+    /// an opt-out keyword (STOP) suppresses its sender, an opt-in keyword (START) lifts that.
+    async fn twilio_inbound(&self, callback: TwilioCallback) -> Result<InboundReport, CommsError>;
+    /// A Resend event with its Svix headers (id, timestamp, signatures) and raw body. A hard
+    /// bounce or a complaint suppresses the email's recipient.
     async fn resend_event(
         &self,
         svix: [Option<&str>; 3],
         body: &[u8],
-    ) -> Result<EventOutcome, CommsError>;
+    ) -> Result<EventReport, CommsError>;
+    /// A page of the suppression list, newest first, and the number of entries that match.
+    async fn suppressions(
+        &self,
+        filter: SuppressionFilter,
+        page: Page,
+    ) -> Result<(Vec<Suppression>, i64), CommsError>;
+    /// Takes an address or number (any case, any spacing) off the suppression list: the removed
+    /// entry, `SuppressionNotFound` when it was not listed.
+    async fn unsuppress(&self, address: String) -> Result<Suppression, CommsError>;
     /// The settings in force.
     fn config(&self) -> &CommsConfig;
     /// Whether the message log can be read.
@@ -205,186 +243,10 @@ impl CommsServiceImpl {
             .as_ref()
             .map(|base| format!("{base}{}", self.status_path))
     }
-
-    /// Records a send that reached the provider. The send has happened by now, so a failure to
-    /// record it is logged rather than answered (a retry would send it twice).
-    async fn record(&self, entry: LogEntry<'_>, outcome: Result<(&str, &str), &ProviderError>) {
-        let recipients = serde_json::to_string(entry.recipients).unwrap_or_else(|_| "[]".into());
-        let now = now();
-        let (provider_id, status, error) = match outcome {
-            Ok((id, status)) => (Some(id), status, None),
-            Err(e) => (None, "failed", Some(e.message.as_str())),
-        };
-        let row = NewMessageRow {
-            channel: entry.channel.as_str(),
-            provider: entry.channel.provider(),
-            recipients: &recipients,
-            subject: entry.subject,
-            preview: entry.preview.as_deref(),
-            provider_id,
-            status,
-            error,
-            user_id: entry.sender,
-            created_at: now,
-            updated_at: now,
-        };
-        let stored = async {
-            let mut pooled = self.pool.get().await?;
-            store::insert(&mut pooled.conn(), &row).await?;
-            Ok::<_, CommsError>(())
-        }
-        .await;
-        if let Err(e) = stored {
-            tracing::error!(channel = entry.channel.as_str(), provider_id, error = %e,
-                "the send is not in the message log");
-        }
-    }
-
-    /// Applies a delivery status to the logged message the provider knows as `provider_id`.
-    async fn advance(
-        &self,
-        provider: &str,
-        provider_id: &str,
-        status: &str,
-        error: Option<&str>,
-    ) -> Result<EventOutcome, CommsError> {
-        let below = domain::statuses_below(status);
-        if below.is_empty() {
-            return Ok(EventOutcome::Ignored);
-        }
-        let mut pooled = self.pool.get().await?;
-        let changed = store::advance(
-            &mut pooled.conn(),
-            provider,
-            provider_id,
-            status,
-            &below,
-            error,
-            now(),
-        )
-        .await?;
-        Ok(if changed > 0 {
-            EventOutcome::Applied
-        } else {
-            EventOutcome::Ignored
-        })
-    }
-}
-
-struct LogEntry<'a> {
-    channel: Channel,
-    sender: Option<i64>,
-    recipients: &'a [String],
-    subject: Option<&'a str>,
-    preview: Option<String>,
 }
 
 fn now() -> NaiveDateTime {
     kernel::time::now()
-}
-
-fn required(field: &str, value: Option<String>) -> Result<String, CommsError> {
-    value
-        .filter(|v| !v.trim().is_empty())
-        .ok_or_else(|| CommsError::Invalid(format!("Field required: {field}")))
-}
-
-fn check_all(values: &[String], check: fn(&str) -> Result<(), String>) -> Result<(), CommsError> {
-    values
-        .iter()
-        .try_for_each(|v| check(v.trim()))
-        .map_err(CommsError::Invalid)
-}
-
-/// Refuses a NUL character, which no provider delivers and PostgreSQL cannot store.
-fn check_no_nul(field: &str, value: Option<&str>) -> Result<(), CommsError> {
-    match value {
-        Some(v) if v.contains('\0') => Err(CommsError::Invalid(format!(
-            "Invalid {field}: it contains a NUL character"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// Checks an email against the contract's rules, in the order a client would fix them.
-fn check_email(request: &EmailRequest) -> Result<(), CommsError> {
-    check_no_nul("subject", request.subject.as_deref())?;
-    check_no_nul("text", request.text.as_deref())?;
-    check_no_nul("html", request.html.as_deref())?;
-    check_no_nul("from_email", request.from_email.as_deref())?;
-    if request.to.is_empty() {
-        return Err(CommsError::Invalid("Field required: to".into()));
-    }
-    if request.to.len() > domain::MAX_RECIPIENTS {
-        return Err(CommsError::Invalid(format!(
-            "Too many recipients: {} (max {})",
-            request.to.len(),
-            domain::MAX_RECIPIENTS
-        )));
-    }
-    check_all(&request.to, domain::check_address)?;
-    check_all(&request.cc, domain::check_address)?;
-    check_all(&request.bcc, domain::check_address)?;
-    check_all(&request.reply_to, domain::check_address)?;
-    let subject = request.subject.as_deref().unwrap_or("");
-    if subject.trim().is_empty() {
-        return Err(CommsError::Invalid("Field required: subject".into()));
-    }
-    let length = subject.chars().count();
-    if length > domain::MAX_SUBJECT_CHARS {
-        return Err(CommsError::Invalid(format!(
-            "Subject too long: {length} characters (max {})",
-            domain::MAX_SUBJECT_CHARS
-        )));
-    }
-    let has = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.trim().is_empty());
-    if !has(&request.text) && !has(&request.html) {
-        return Err(CommsError::Invalid(
-            "Either text or html content is required".into(),
-        ));
-    }
-    if let Some(from) = &request.from_email {
-        domain::check_sender(from).map_err(CommsError::Invalid)?;
-    }
-    for (name, value) in &request.tags {
-        domain::check_tag_part("name", name).map_err(CommsError::Invalid)?;
-        domain::check_tag_part("value", value).map_err(CommsError::Invalid)?;
-    }
-    Ok(())
-}
-
-fn check_body(body: &str) -> Result<(), CommsError> {
-    let length = body.chars().count();
-    if length > domain::MAX_SMS_CHARS {
-        return Err(CommsError::Invalid(format!(
-            "Message too long: {length} characters (max {})",
-            domain::MAX_SMS_CHARS
-        )));
-    }
-    Ok(())
-}
-
-fn trimmed(values: Vec<String>) -> Vec<String> {
-    values.into_iter().map(|v| v.trim().to_owned()).collect()
-}
-
-impl From<MessageRow> for Message {
-    fn from(row: MessageRow) -> Self {
-        Message {
-            id: row.id,
-            channel: Channel::parse(&row.channel).unwrap_or(Channel::Email),
-            provider: row.provider,
-            recipients: serde_json::from_str(&row.recipients).unwrap_or_default(),
-            subject: row.subject,
-            preview: row.preview,
-            provider_id: row.provider_id,
-            status: row.status,
-            error: row.error,
-            user_id: row.user_id,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-        }
-    }
 }
 
 #[async_trait::async_trait]
@@ -396,6 +258,12 @@ impl CommsService for CommsServiceImpl {
     ) -> Result<EmailReceipt, CommsError> {
         check_email(&request)?;
         self.require(Channel::Email)?;
+        let everyone: Vec<String> = [&request.to, &request.cc, &request.bcc]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        self.check_suppressed(&everyone).await?;
         let private_body = request.private_body;
         let from = request
             .from_email
@@ -460,6 +328,7 @@ impl CommsService for CommsServiceImpl {
             domain::check_phone(from).map_err(CommsError::Invalid)?;
         }
         self.require(Channel::Sms)?;
+        self.check_suppressed(std::slice::from_ref(&to)).await?;
         let sms = OutgoingSms {
             to: to.clone(),
             from: from_number.or_else(|| self.config.twilio_phone_number.clone()),
@@ -481,6 +350,25 @@ impl CommsService for CommsServiceImpl {
             result.as_ref().map(|r| (r.id.as_str(), r.status.as_str())),
         )
         .await;
+        if let Err(e) = &result
+            && e.code.as_deref() == Some(suppression::TWILIO_UNSUBSCRIBED)
+            && let Some(number) = suppression::phone(&to)
+        {
+            // Twilio refuses every SMS to this number until it opts back in.
+            let detail = format!("{}: {}", suppression::TWILIO_UNSUBSCRIBED, e.message);
+            if let Err(stored) = self
+                .suppress(
+                    Channel::Sms,
+                    &number,
+                    Reason::Unsubscribed,
+                    Some(&detail),
+                    None,
+                )
+                .await
+            {
+                tracing::error!(error = %stored, "the opted-out number is not suppressed");
+            }
+        }
         match result {
             Ok(receipt) => Ok(SmsReceipt {
                 sid: receipt.id,
@@ -601,105 +489,33 @@ impl CommsService for CommsServiceImpl {
         }
     }
 
-    async fn twilio_status(&self, callback: TwilioCallback) -> Result<EventOutcome, CommsError> {
-        let keys = TwilioKeys {
-            auth_token: self.config.twilio_auth_token.as_deref(),
-            shared_keys: &self.config.twilio_webhook_shared_keys,
-        };
-        let request = TwilioRequest {
-            base: self.config.public_base_url.as_deref(),
-            path_and_query: &callback.path_and_query,
-            body: match &callback.body {
-                TwilioPayload::Form(params) => TwilioBody::Form(params),
-                TwilioPayload::Json(raw) => TwilioBody::Json(raw),
-            },
-            signature: callback.signature.as_deref(),
-            signature_settings: callback.signature_settings.as_deref(),
-        };
-        match webhooks::twilio_verify(keys, &request) {
-            Ok(()) => {}
-            Err(TwilioRefusal::NotConfigured(setting)) => {
-                return Err(CommsError::WebhookNotConfigured {
-                    provider: "Twilio",
-                    setting,
-                });
-            }
-            Err(TwilioRefusal::BadSignature) => return Err(CommsError::BadSignature),
-        }
-        let params = match callback.body {
-            TwilioPayload::Form(params) => params,
-            TwilioPayload::Json(raw) => webhooks::json_fields(&raw).map_err(|e| {
-                CommsError::BadPayload(format!("the JSON body cannot be read: {e}"))
-            })?,
-        };
-        let field = |name: &str| {
-            params
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.as_str())
-        };
-        let sid = field("MessageSid").or_else(|| field("CallSid"));
-        let status = field("MessageStatus")
-            .or_else(|| field("SmsStatus"))
-            .or_else(|| field("CallStatus"));
-        let (Some(sid), Some(status)) = (sid, status) else {
-            return Ok(EventOutcome::Ignored);
-        };
-        let error = match (field("ErrorCode"), field("ErrorMessage")) {
-            (Some(code), Some(message)) => Some(format!("{code}: {message}")),
-            (Some(code), None) => Some(format!("Twilio error {code}")),
-            (None, Some(message)) => Some(message.to_owned()),
-            (None, None) => None,
-        };
-        self.advance("twilio", sid, status, error.as_deref()).await
+    async fn twilio_status(&self, callback: TwilioCallback) -> Result<EventReport, CommsError> {
+        self.apply_twilio_status(callback).await
+    }
+
+    async fn twilio_inbound(&self, callback: TwilioCallback) -> Result<InboundReport, CommsError> {
+        self.apply_twilio_inbound(callback).await
     }
 
     async fn resend_event(
         &self,
         svix: [Option<&str>; 3],
         body: &[u8],
-    ) -> Result<EventOutcome, CommsError> {
-        let key = self
-            .config
-            .resend_webhook_secret
-            .as_deref()
-            .and_then(webhooks::svix_key)
-            .ok_or(CommsError::WebhookNotConfigured {
-                provider: "Resend",
-                setting: "RESEND_WEBHOOK_SECRET",
-            })?;
-        let [id, timestamp, signatures] = svix;
-        match webhooks::svix_verify(
-            &key,
-            id,
-            timestamp,
-            signatures,
-            body,
-            Utc::now().timestamp(),
-        ) {
-            Ok(()) => {}
-            Err(SvixRefusal::MissingHeaders | SvixRefusal::Stale | SvixRefusal::BadSignature) => {
-                return Err(CommsError::BadSignature);
-            }
-        }
-        let event: ResendEvent =
-            serde_json::from_slice(body).map_err(|e| CommsError::BadPayload(e.to_string()))?;
-        let status = match event.kind.as_str() {
-            "email.sent" => "sent",
-            "email.delivered" => "delivered",
-            "email.delivery_delayed" => "delivery_delayed",
-            "email.bounced" => "bounced",
-            "email.complained" => "complained",
-            _ => return Ok(EventOutcome::Ignored),
-        };
-        let Some(email_id) = event.data.email_id else {
-            return Ok(EventOutcome::Ignored);
-        };
-        let error = event.data.bounce.and_then(|b| b.message);
-        self.advance("resend", &email_id, status, error.as_deref())
-            .await
+    ) -> Result<EventReport, CommsError> {
+        self.apply_resend_event(svix, body).await
     }
 
+    async fn suppressions(
+        &self,
+        filter: SuppressionFilter,
+        page: Page,
+    ) -> Result<(Vec<Suppression>, i64), CommsError> {
+        self.list_suppressions(filter, page).await
+    }
+
+    async fn unsuppress(&self, address: String) -> Result<Suppression, CommsError> {
+        self.remove_suppression(&address).await
+    }
     fn config(&self) -> &CommsConfig {
         &self.config
     }
@@ -708,23 +524,4 @@ impl CommsService for CommsServiceImpl {
         let mut pooled = self.pool.get().await?;
         Ok(store::count(&mut pooled.conn()).await?)
     }
-}
-
-#[derive(serde::Deserialize)]
-struct ResendEvent {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    data: ResendEventData,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct ResendEventData {
-    email_id: Option<String>,
-    bounce: Option<ResendBounce>,
-}
-
-#[derive(serde::Deserialize)]
-struct ResendBounce {
-    message: Option<String>,
 }
