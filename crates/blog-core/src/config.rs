@@ -325,10 +325,18 @@ mod tests {
         assert!(cache_control(Some("no\u{1}store".into())).is_err());
         assert!(cache_control(Some(" ".into())).is_err());
         assert_eq!(
-            cache_control(Some(" public, max-age=60 ".into())).ok().as_deref(),
+            cache_control(Some(" public, max-age=60 ".into()))
+                .ok()
+                .as_deref(),
             Some("public, max-age=60")
         );
-        for bad in ["/blog/", "blog/{slug}", "ftp://x/{slug}", "/a b/{slug}", "/<{slug}>"] {
+        for bad in [
+            "/blog/",
+            "blog/{slug}",
+            "ftp://x/{slug}",
+            "/a b/{slug}",
+            "/<{slug}>",
+        ] {
             assert!(post_url_template(Some(bad.into())).is_err(), "{bad}");
         }
         let config = BlogConfig {

@@ -181,8 +181,9 @@ impl BuildModule for BlogModule {
             post_url_template,
             mount: mounts.documented().to_owned(),
         };
-        let cache_control = actix_web::http::header::HeaderValue::from_str(&config.cache_control)
-            .map_err(|e| ModuleError::new(Self::NAME, format!("BLOG_CACHE_CONTROL: {e}")))?;
+        let cache_control =
+            actix_web::http::header::HeaderValue::from_str(&config.cache_control)
+                .map_err(|e| ModuleError::new(Self::NAME, format!("BLOG_CACHE_CONTROL: {e}")))?;
         let state = web::Data::new(http::BlogState {
             service: service.clone(),
             protection,

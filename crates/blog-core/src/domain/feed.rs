@@ -29,7 +29,9 @@ pub struct FeedSite {
 impl FeedSite {
     /// The absolute address of the post `slug`.
     pub fn post_url(&self, slug: &str) -> String {
-        let url = self.post_url_template.replace("{slug}", &percent_path(slug));
+        let url = self
+            .post_url_template
+            .replace("{slug}", &percent_path(slug));
         if url.starts_with('/') {
             format!("{}{url}", self.base_url)
         } else {
@@ -311,14 +313,20 @@ mod tests {
             escape("a & b < c > d \" e ' f"),
             "a &amp; b &lt; c &gt; d &quot; e &apos; f"
         );
-        assert_eq!(escape("x\u{0}y\u{1}\u{1F}\t\n\r\u{FFFE}\u{FFFF}z"), "xy\t\n\rz");
+        assert_eq!(
+            escape("x\u{0}y\u{1}\u{1F}\t\n\r\u{FFFE}\u{FFFF}z"),
+            "xy\t\n\rz"
+        );
         assert_eq!(escape("café 北京"), "café 北京");
     }
 
     #[test]
     fn links_are_absolute_and_ids_use_the_host() {
         let site = site();
-        assert_eq!(site.post_url("a-b"), "https://user@example.com:8443/blog/a-b");
+        assert_eq!(
+            site.post_url("a-b"),
+            "https://user@example.com:8443/blog/a-b"
+        );
         assert_eq!(
             site.own_url("/feed.atom", Some("r&d é")),
             "https://user@example.com:8443/api/v1/blog/feed.atom?tag=r%26d%20%C3%A9"
@@ -353,7 +361,10 @@ mod tests {
             rss(&site(), None, std::slice::from_ref(&post)),
         ] {
             assert!(!doc.contains('\u{0}'));
-            assert!(doc.contains("Fish &amp; &lt;Chips&gt; &quot;quoted&quot; "), "{doc}");
+            assert!(
+                doc.contains("Fish &amp; &lt;Chips&gt; &quot;quoted&quot; "),
+                "{doc}"
+            );
             assert!(doc.contains("&lt;p&gt;x &amp;amp; y&lt;/p&gt;"), "{doc}");
             assert!(doc.contains("R&amp;D"), "{doc}");
         }

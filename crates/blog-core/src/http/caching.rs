@@ -64,7 +64,10 @@ impl CachedBody {
             return response.finish();
         }
         response
-            .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(self.content_type)))
+            .insert_header((
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(self.content_type),
+            ))
             .body(self.body.clone())
     }
 }
@@ -157,7 +160,10 @@ mod tests {
         assert_eq!(a.etag, b.etag);
         assert_ne!(a.etag, c.etag);
         let text = a.etag.to_str().unwrap_or_default();
-        assert!(text.starts_with('"') && text.ends_with('"') && text.len() == 34, "{text}");
+        assert!(
+            text.starts_with('"') && text.ends_with('"') && text.len() == 34,
+            "{text}"
+        );
         assert_eq!(opaque(a.etag.as_bytes()).len(), 32);
     }
 }

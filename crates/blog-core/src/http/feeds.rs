@@ -154,7 +154,10 @@ pub async fn rss_feed(
     )
 )]
 #[get("/sitemap.xml")]
-pub async fn sitemap(req: HttpRequest, state: web::Data<BlogState>) -> Result<HttpResponse, ApiError> {
+pub async fn sitemap(
+    req: HttpRequest,
+    state: web::Data<BlogState>,
+) -> Result<HttpResponse, ApiError> {
     let service = state.service.clone();
     let site = state.site.clone();
     cached(&state, &req, "sitemap".to_owned(), async move {

@@ -69,7 +69,11 @@ where
     F: Future<Output = Result<web::Bytes, ApiError>> + Send + 'static,
 {
     cached(state, req, key, async move {
-        Ok(caching::CachedBody::new(produce.await?, caching::JSON, None))
+        Ok(caching::CachedBody::new(
+            produce.await?,
+            caching::JSON,
+            None,
+        ))
     })
     .await
 }

@@ -86,11 +86,7 @@ impl BlogService for Detached<dyn BlogService> {
             .await
     }
 
-    async fn publish_scheduled(
-        &self,
-        id: i64,
-        at: NaiveDateTime,
-    ) -> Result<Scheduled, BlogError> {
+    async fn publish_scheduled(&self, id: i64, at: NaiveDateTime) -> Result<Scheduled, BlogError> {
         self.run(move |s| async move { s.publish_scheduled(id, at).await })
             .await
     }

@@ -27,10 +27,10 @@ use kernel::pagination::Page;
 use kernel::{DbConn, DbPool, Principal, write_tx};
 use serde::{Deserialize, Serialize};
 
-use crate::domain::feed::SitemapEntry;
 use crate::domain::export::{
     ExportFormat, ExportWriteError, ExportedPost, ExportedTag, write_json, write_zip,
 };
+use crate::domain::feed::SitemapEntry;
 use crate::domain::frontmatter::IncomingPost;
 use crate::domain::markdown::{self, Rendered};
 use crate::domain::post::{self, Checker, PostStatus, tag_name_key};
@@ -220,8 +220,7 @@ pub trait BlogService: Send + Sync {
     async fn schedule_post(&self, id: i64, at: NaiveDateTime) -> Result<Post, BlogError>;
     /// The scheduled publication's task: publishes `id` if it is still a draft scheduled for
     /// `at` and `at` has come.
-    async fn publish_scheduled(&self, id: i64, at: NaiveDateTime)
-    -> Result<Scheduled, BlogError>;
+    async fn publish_scheduled(&self, id: i64, at: NaiveDateTime) -> Result<Scheduled, BlogError>;
     /// Publishes every scheduled draft whose time has passed (the sweep); how many.
     async fn publish_overdue(&self) -> Result<usize, BlogError>;
     /// Archives (and cancels a scheduled publication).
@@ -611,11 +610,7 @@ impl BlogService for BlogServiceImpl {
         self.changed(result)
     }
 
-    async fn publish_scheduled(
-        &self,
-        id: i64,
-        at: NaiveDateTime,
-    ) -> Result<Scheduled, BlogError> {
+    async fn publish_scheduled(&self, id: i64, at: NaiveDateTime) -> Result<Scheduled, BlogError> {
         let result = BlogServiceImpl::publish_scheduled(self, id, at).await;
         self.changed(result)
     }

@@ -110,7 +110,9 @@ pub async fn run_task(
             enqueue_publication(&*jobs, id, at, kernel::time::now())
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(json!({"post_id": id, "published": false, "waiting_until": kernel::time::format(&at)}))
+            Ok(
+                json!({"post_id": id, "published": false, "waiting_until": kernel::time::format(&at)}),
+            )
         }
         Scheduled::Unchanged => Ok(json!({"post_id": id, "published": false})),
     }
@@ -226,7 +228,11 @@ mod tests {
             ..TaskInput::default()
         };
         assert_eq!(task_args(&input), Ok((42, at)));
-        for bad in [json!({}), json!({"post_id": "1", "at": "x"}), json!({"post_id": 1, "at": "soon"})] {
+        for bad in [
+            json!({}),
+            json!({"post_id": "1", "at": "x"}),
+            json!({"post_id": 1, "at": "soon"}),
+        ] {
             let input = TaskInput {
                 kwargs: bad.as_object().cloned().unwrap_or_default(),
                 ..TaskInput::default()

@@ -43,10 +43,7 @@ pub async fn overdue(
             .filter(blog_posts::scheduled_at.le(now))
             .order((blog_posts::scheduled_at.asc(), blog_posts::id.asc()))
             .limit(limit)
-            .select((
-                blog_posts::id,
-                blog_posts::scheduled_at.assume_not_null(),
-            ))
+            .select((blog_posts::id, blog_posts::scheduled_at.assume_not_null()))
             .load(c)
             .await
     })?;

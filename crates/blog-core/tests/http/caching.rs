@@ -83,7 +83,10 @@ async fn every_public_read_has_validators_and_answers_304(db: TestDb) {
                 "public, max-age=0, must-revalidate"
             );
             assert_eq!(r.headers().get("last-modified").cloned(), last_modified);
-            assert!(r.bytes().await.unwrap().is_empty(), "{path}: a 304 has no body");
+            assert!(
+                r.bytes().await.unwrap().is_empty(),
+                "{path}: a 304 has no body"
+            );
         }
         for other in [
             "\"other\"".to_owned(),
@@ -109,7 +112,10 @@ async fn every_public_read_has_validators_and_answers_304(db: TestDb) {
         post["updated_at"].as_str().unwrap().parse().unwrap();
     assert_eq!(
         r.headers()["last-modified"],
-        updated.format("%a, %d %b %Y %H:%M:%S GMT").to_string().as_str()
+        updated
+            .format("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string()
+            .as_str()
     );
     // Not found: no validators, and If-None-Match: * does not turn it into a 304.
     let r = conditional(&c, "/posts/nothing-here", "*").await;
@@ -166,7 +172,11 @@ async fn cache_control_is_a_setting(db: TestDb) {
     with_a_post(&c).await;
     for path in READS {
         let r = c.get(path, None).await;
-        assert_eq!(r.headers()["cache-control"], "public, max-age=300", "{path}");
+        assert_eq!(
+            r.headers()["cache-control"],
+            "public, max-age=300",
+            "{path}"
+        );
         let r = conditional(&c, path, &etag_of(&r)).await;
         assert_eq!(r.status(), StatusCode::NOT_MODIFIED);
         assert_eq!(r.headers()["cache-control"], "public, max-age=300");

@@ -44,8 +44,13 @@ async fn feeds_show_the_latest_published_posts_with_absolute_links(db: TestDb) {
     c.archive(&archived["id"]).await;
 
     let atom = text(&c, "/feed.atom", "application/atom+xml; charset=utf-8").await;
-    assert!(atom.starts_with("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<feed xmlns=\"http://www.w3.org/2005/Atom\">"));
-    assert!(atom.contains("<title type=\"text\">Example &amp; Co</title>"), "{atom}");
+    assert!(atom.starts_with(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<feed xmlns=\"http://www.w3.org/2005/Atom\">"
+    ));
+    assert!(
+        atom.contains("<title type=\"text\">Example &amp; Co</title>"),
+        "{atom}"
+    );
     assert!(atom.contains(
         "<link rel=\"self\" type=\"application/atom+xml\" href=\"https://blog.example.com/api/v1/blog/feed.atom\"/>"
     ));
@@ -53,13 +58,21 @@ async fn feeds_show_the_latest_published_posts_with_absolute_links(db: TestDb) {
     let second_at = atom.find("<title type=\"text\">Second</title>").unwrap();
     let first_at = atom.find("<title type=\"text\">First</title>").unwrap();
     assert!(second_at < first_at, "{atom}");
-    assert!(!atom.contains("Draft only") && !atom.contains("Gone"), "{atom}");
+    assert!(
+        !atom.contains("Draft only") && !atom.contains("Gone"),
+        "{atom}"
+    );
     assert!(atom.contains(
         "<link rel=\"alternate\" type=\"text/html\" href=\"https://blog.example.com/api/v1/blog/posts/first\"/>"
     ));
     assert!(atom.contains("<category term=\"rust\" label=\"Rust\"/>"));
     assert!(atom.contains("<category term=\"web-dev\" label=\"Web Dev\"/>"));
-    assert!(atom.contains("<content type=\"html\">&lt;p&gt;One &lt;em&gt;two&lt;/em&gt;&lt;/p&gt;\n</content>"), "{atom}");
+    assert!(
+        atom.contains(
+            "<content type=\"html\">&lt;p&gt;One &lt;em&gt;two&lt;/em&gt;&lt;/p&gt;\n</content>"
+        ),
+        "{atom}"
+    );
     assert!(atom.contains("<summary type=\"text\">Short</summary>"));
     assert!(atom.contains("<author><name>Ada Admin</name></author>"));
     let id = first["id"].as_i64().unwrap();
@@ -70,16 +83,30 @@ async fn feeds_show_the_latest_published_posts_with_absolute_links(db: TestDb) {
     assert!(rss.contains("<rss version=\"2.0\""));
     assert!(rss.contains("<link>https://blog.example.com/api/v1/blog/posts/second</link>"));
     assert!(rss.contains("<category>Web Dev</category>"));
-    assert!(rss.contains("<description>&lt;p&gt;One &lt;em&gt;two&lt;/em&gt;&lt;/p&gt;\n</description>"));
+    assert!(
+        rss.contains(
+            "<description>&lt;p&gt;One &lt;em&gt;two&lt;/em&gt;&lt;/p&gt;\n</description>"
+        )
+    );
     assert!(rss.contains("<pubDate>") && rss.contains(" GMT</pubDate>"));
     assert!(!rss.contains("Draft only") && !rss.contains("Gone"));
 
     // The tag filter: only posts with the tag (by slug, normalized), its address in the links.
-    let tagged = text(&c, "/feed.atom?tag=Rust", "application/atom+xml; charset=utf-8").await;
+    let tagged = text(
+        &c,
+        "/feed.atom?tag=Rust",
+        "application/atom+xml; charset=utf-8",
+    )
+    .await;
     assert!(tagged.contains("<title type=\"text\">First</title>"));
     assert!(!tagged.contains("<title type=\"text\">Second</title>"));
     assert!(tagged.contains("href=\"https://blog.example.com/api/v1/blog/feed.atom?tag=rust\""));
-    let tagged = text(&c, "/feed.rss?tag=web-dev", "application/rss+xml; charset=utf-8").await;
+    let tagged = text(
+        &c,
+        "/feed.rss?tag=web-dev",
+        "application/rss+xml; charset=utf-8",
+    )
+    .await;
     assert_eq!(tagged.matches("<item>").count(), 2);
     for path in ["/feed.atom?tag=unknown", "/feed.atom?tag=%21%21"] {
         let empty = text(&c, path, "application/atom+xml; charset=utf-8").await;
@@ -104,7 +131,11 @@ async fn feeds_show_the_latest_published_posts_with_absolute_links(db: TestDb) {
 async fn feeds_escape_what_posts_hold(db: TestDb) {
     let c = start(db, site_config(), true).await;
     let r = c
-        .post("/tags", Some(ADMIN), json!({"name": "R&D <\"x\">", "slug": "r-d"}))
+        .post(
+            "/tags",
+            Some(ADMIN),
+            json!({"name": "R&D <\"x\">", "slug": "r-d"}),
+        )
         .await;
     assert_eq!(r.status(), StatusCode::CREATED);
     let tricky = "Fish & <Chips> \"quoted\" 'single' \u{1}\u{8}\u{b}\u{c}\u{1f}\u{fffe}end";
@@ -126,17 +157,23 @@ async fn feeds_escape_what_posts_hold(db: TestDb) {
         let doc = text(&c, path, kind).await;
         // No character XML 1.0 cannot carry, and no markup from a post.
         assert!(
-            !doc.chars().any(|ch| (ch < ' ' && !matches!(ch, '\t' | '\n' | '\r'))
-                || ch == '\u{fffe}'),
+            !doc.chars()
+                .any(|ch| (ch < ' ' && !matches!(ch, '\t' | '\n' | '\r')) || ch == '\u{fffe}'),
             "{path}: {doc:?}"
         );
-        assert!(!doc.contains("<script>") && !doc.contains("<Chips>"), "{path}");
+        assert!(
+            !doc.contains("<script>") && !doc.contains("<Chips>"),
+            "{path}"
+        );
         if path != "/sitemap.xml" {
             assert!(
                 doc.contains("Fish &amp; &lt;Chips&gt; &quot;quoted&quot; &apos;single&apos; end"),
                 "{path}: {doc}"
             );
-            assert!(doc.contains("R&amp;D &lt;&quot;x&quot;&gt;"), "{path}: {doc}");
+            assert!(
+                doc.contains("R&amp;D &lt;&quot;x&quot;&gt;"),
+                "{path}: {doc}"
+            );
         }
     }
 }
@@ -173,7 +210,10 @@ async fn links_follow_the_post_url_template(db: TestDb) {
     let post = c.create_titled("Hello").await;
     c.publish(&post["id"]).await;
     let atom = text(&c, "/feed.atom", "application/atom+xml; charset=utf-8").await;
-    assert!(atom.contains("href=\"https://blog.example.com/blog/hello/\""), "{atom}");
+    assert!(
+        atom.contains("href=\"https://blog.example.com/blog/hello/\""),
+        "{atom}"
+    );
     let map = text(&c, "/sitemap.xml", "application/xml; charset=utf-8").await;
     assert!(map.contains("<loc>https://blog.example.com/blog/hello/</loc>"));
     let config = BlogConfig {
@@ -184,5 +224,8 @@ async fn links_follow_the_post_url_template(db: TestDb) {
     let post = c.create_titled("Hello").await;
     c.publish(&post["id"]).await;
     let rss = text(&c, "/feed.rss", "application/rss+xml; charset=utf-8").await;
-    assert!(rss.contains("<link>https://www.example.org/p?s=hello&amp;x=1</link>"), "{rss}");
+    assert!(
+        rss.contains("<link>https://www.example.org/p?s=hello&amp;x=1</link>"),
+        "{rss}"
+    );
 }

@@ -72,7 +72,11 @@ fn in_ms(ms: i64) -> DateTime<Utc> {
 impl Sched {
     async fn schedule(&self, id: &Value, at: &str) -> reqwest::Response {
         self.c
-            .post(&format!("/posts/{id}/publish"), Some(ADMIN), json!({"at": at}))
+            .post(
+                &format!("/posts/{id}/publish"),
+                Some(ADMIN),
+                json!({"at": at}),
+            )
             .await
     }
 
@@ -129,12 +133,19 @@ async fn a_future_at_schedules_a_draft_and_its_task_publishes_it_once(db: TestDb
     assert_eq!(scheduled["published_at"], Value::Null);
     assert_eq!(scheduled["scheduled_at"], rfc3339(at));
     assert_eq!(s.post(&id).await["scheduled_at"], rfc3339(at));
-    assert_eq!(s.c.get("/posts/later", None).await.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        s.c.get("/posts/later", None).await.status(),
+        StatusCode::NOT_FOUND
+    );
     // One delayed task, with the seconds left (rounded up).
     let jobs = s.queue.taken();
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].task_name, "blog_publish_scheduled");
-    assert!((2..=3).contains(&jobs[0].delay_seconds), "{}", jobs[0].delay_seconds);
+    assert!(
+        (2..=3).contains(&jobs[0].delay_seconds),
+        "{}",
+        jobs[0].delay_seconds
+    );
     assert_eq!(jobs[0].kwargs["post_id"], id);
     // Run early (a worker's clock, or a step of a long delay): nothing yet, the next step queued.
     let early = s.run(&jobs[0]).await;
@@ -166,44 +177,79 @@ async fn edits_archive_delete_and_new_times_cancel_a_schedule(db: TestDb) {
     let s = sched(db, 0).await;
     let at = in_ms(1500);
     let mut posts = Vec::new();
-    for title in ["Edited", "Archived", "Deleted", "Moved", "Published now", "Kept"] {
+    for title in [
+        "Edited",
+        "Archived",
+        "Deleted",
+        "Moved",
+        "Published now",
+        "Kept",
+    ] {
         let post = s.c.create_titled(title).await;
-        assert_eq!(s.schedule(&post["id"], &rfc3339(at)).await.status(), StatusCode::OK);
+        assert_eq!(
+            s.schedule(&post["id"], &rfc3339(at)).await.status(),
+            StatusCode::OK
+        );
         posts.push(post["id"].clone());
     }
     let jobs = s.queue.taken();
     assert_eq!(jobs.len(), posts.len());
     // PUT with scheduled_at null cancels; any other value is refused.
-    let r = s
-        .c
-        .put(&format!("/posts/{}", posts[0]), Some(ADMIN), json!({"scheduled_at": "2030-01-01T00:00:00Z"}))
+    let r =
+        s.c.put(
+            &format!("/posts/{}", posts[0]),
+            Some(ADMIN),
+            json!({"scheduled_at": "2030-01-01T00:00:00Z"}),
+        )
         .await;
     assert_invalid(r, "scheduled_at").await;
     // An edit that does not name scheduled_at keeps the schedule.
-    let r = s
-        .c
-        .put(&format!("/posts/{}", posts[0]), Some(ADMIN), json!({"content": "changed"}))
+    let r =
+        s.c.put(
+            &format!("/posts/{}", posts[0]),
+            Some(ADMIN),
+            json!({"content": "changed"}),
+        )
         .await;
     let kept: Value = r.json().await.unwrap();
     assert_eq!(kept["scheduled_at"], rfc3339(at));
-    let r = s
-        .c
-        .put(&format!("/posts/{}", posts[0]), Some(ADMIN), json!({"scheduled_at": null}))
+    let r =
+        s.c.put(
+            &format!("/posts/{}", posts[0]),
+            Some(ADMIN),
+            json!({"scheduled_at": null}),
+        )
         .await;
     assert_eq!(r.status(), StatusCode::OK);
     let cancelled: Value = r.json().await.unwrap();
-    assert_eq!((cancelled["status"].as_str(), &cancelled["scheduled_at"]), (Some("draft"), &Value::Null));
+    assert_eq!(
+        (cancelled["status"].as_str(), &cancelled["scheduled_at"]),
+        (Some("draft"), &Value::Null)
+    );
     let archived = s.c.archive(&posts[1]).await;
     assert_eq!(archived["scheduled_at"], Value::Null);
-    assert_eq!(s.c.delete(&format!("/posts/{}", posts[2]), Some(ADMIN)).await.status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        s.c.delete(&format!("/posts/{}", posts[2]), Some(ADMIN))
+            .await
+            .status(),
+        StatusCode::NO_CONTENT
+    );
     // A new time replaces the old one: the old task does nothing.
     let later = in_ms(60_000);
-    let moved: Value = s.schedule(&posts[3], &rfc3339(later)).await.json().await.unwrap();
+    let moved: Value = s
+        .schedule(&posts[3], &rfc3339(later))
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(moved["scheduled_at"], rfc3339(later));
     assert_eq!(s.queue.taken().len(), 1);
     // Publishing now cancels the schedule.
     let now = s.c.publish(&posts[4]).await;
-    assert_eq!((now["status"].as_str(), &now["scheduled_at"]), (Some("published"), &Value::Null));
+    assert_eq!(
+        (now["status"].as_str(), &now["scheduled_at"]),
+        (Some("published"), &Value::Null)
+    );
     sleep_until(at).await;
     for job in &jobs {
         s.run(job).await;
@@ -212,7 +258,10 @@ async fn edits_archive_delete_and_new_times_cancel_a_schedule(db: TestDb) {
         let mut out = Vec::new();
         for id in &posts {
             let p = s.post(id).await;
-            out.push((p["status"].as_str().unwrap_or("deleted").to_owned(), p["scheduled_at"].clone()));
+            out.push((
+                p["status"].as_str().unwrap_or("deleted").to_owned(),
+                p["scheduled_at"].clone(),
+            ));
         }
         out
     };
@@ -239,26 +288,40 @@ async fn an_at_that_has_come_publishes_now_and_bad_ones_are_refused(db: TestDb) 
         ("Empty", json!({})),
     ] {
         let post = s.c.create_titled(title).await;
-        let r = s
-            .c
-            .post(&format!("/posts/{}/publish", post["id"]), Some(ADMIN), body)
-            .await;
+        let r =
+            s.c.post(&format!("/posts/{}/publish", post["id"]), Some(ADMIN), body)
+                .await;
         assert_eq!(r.status(), StatusCode::OK, "{title}");
         let published: Value = r.json().await.unwrap();
         assert_eq!(published["status"], "published", "{title}");
-        assert!(published["published_at"].as_str() > Some("2026"), "{title}: the time of the call");
+        assert!(
+            published["published_at"].as_str() > Some("2026"),
+            "{title}: the time of the call"
+        );
         assert_eq!(published["scheduled_at"], Value::Null);
     }
     assert!(s.queue.taken().is_empty());
     let post = s.c.create_titled("Bad").await;
     let path = format!("/posts/{}/publish", post["id"]);
-    for at in ["tomorrow", "2030-01-01", "2030-01-01T00:00:00", "9999-01-01T00:00:00Z", "2030-13-01T00:00:00Z"] {
+    for at in [
+        "tomorrow",
+        "2030-01-01",
+        "2030-01-01T00:00:00",
+        "9999-01-01T00:00:00Z",
+        "2030-13-01T00:00:00Z",
+    ] {
         let r = s.c.post(&path, Some(ADMIN), json!({"at": at})).await;
         assert_invalid(r, "at").await;
     }
     let r = s.c.post(&path, Some(ADMIN), json!({"at": 12})).await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    let r = s.c.post(&path, Some(ADMIN), json!({"at": "2030-01-01T00:00:00\u{0}Z"})).await;
+    let r =
+        s.c.post(
+            &path,
+            Some(ADMIN),
+            json!({"at": "2030-01-01T00:00:00\u{0}Z"}),
+        )
+        .await;
     assert_invalid(r, "at").await;
     assert_eq!(s.post(&post["id"]).await["status"], "draft");
     // Only drafts are scheduled.
@@ -266,15 +329,23 @@ async fn an_at_that_has_come_publishes_now_and_bad_ones_are_refused(db: TestDb) 
     s.c.publish(&published["id"]).await;
     let archived = s.c.create_titled("Away").await;
     s.c.archive(&archived["id"]).await;
-    for (id, status) in [(&published["id"], "published"), (&archived["id"], "archived")] {
+    for (id, status) in [
+        (&published["id"], "published"),
+        (&archived["id"], "archived"),
+    ] {
         let r = s.schedule(id, &rfc3339(in_ms(60_000))).await;
         assert_eq!(r.status(), StatusCode::CONFLICT);
-        assert_eq!(detail(r).await, format!("Only a draft can be scheduled: this post is {status}"));
+        assert_eq!(
+            detail(r).await,
+            format!("Only a draft can be scheduled: this post is {status}")
+        );
     }
     let r = s.schedule(&json!(999_999), &rfc3339(in_ms(60_000))).await;
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     // Authorization as before.
-    let r = s.c.post(&path, None, json!({"at": rfc3339(in_ms(60_000))})).await;
+    let r =
+        s.c.post(&path, None, json!({"at": rfc3339(in_ms(60_000))}))
+            .await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert!(s.queue.taken().is_empty());
 }
@@ -284,15 +355,29 @@ async fn without_a_job_queue_a_future_at_is_a_conflict(db: TestDb) {
     assert!(c.module.tasks().is_empty());
     let post = c.create_titled("No queue").await;
     let r = c
-        .post(&format!("/posts/{}/publish", post["id"]), Some(ADMIN), json!({"at": rfc3339(in_ms(60_000))}))
+        .post(
+            &format!("/posts/{}/publish", post["id"]),
+            Some(ADMIN),
+            json!({"at": rfc3339(in_ms(60_000))}),
+        )
         .await;
     assert_eq!(r.status(), StatusCode::CONFLICT);
     let detail = detail(r).await;
-    assert!(detail.as_str().unwrap().contains("tasks module"), "{detail}");
-    assert_eq!(c.post_by_slug("no-queue").await["scheduled_at"], Value::Null);
+    assert!(
+        detail.as_str().unwrap().contains("tasks module"),
+        "{detail}"
+    );
+    assert_eq!(
+        c.post_by_slug("no-queue").await["scheduled_at"],
+        Value::Null
+    );
     // Now or earlier still publishes.
     let r = c
-        .post(&format!("/posts/{}/publish", post["id"]), Some(ADMIN), json!({"at": "2020-01-01T00:00:00+01:00"}))
+        .post(
+            &format!("/posts/{}/publish", post["id"]),
+            Some(ADMIN),
+            json!({"at": "2020-01-01T00:00:00+01:00"}),
+        )
         .await;
     assert_eq!(r.status(), StatusCode::OK);
 }
@@ -325,7 +410,11 @@ async fn overdue_posts_are_published_at_start_and_by_the_sweep(db: TestDb) {
         ..BlogConfig::default()
     };
     let module = BlogModule::build(config, &deps).await.unwrap();
-    let post = module.service().get_post(restarted["id"].as_i64().unwrap()).await.unwrap();
+    let post = module
+        .service()
+        .get_post(restarted["id"].as_i64().unwrap())
+        .await
+        .unwrap();
     assert_eq!(post.status, blog_core::PostStatus::Published);
     assert_eq!(post.scheduled_at, None);
 }
