@@ -176,9 +176,10 @@ pub struct BlogPostUpdate {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, max_length = 1024)]
     pub hero_image_url: Option<Option<String>>,
-    /// Only `null`: cancels the post's scheduled publication.
+    /// Only `null`: cancels the post's scheduled publication (any other value is a 422; a
+    /// time is set with `POST /posts/{id}/publish` and `at`).
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<serde_json::Value>, nullable = true)]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub scheduled_at: Option<Option<serde_json::Value>>,
 }
 
