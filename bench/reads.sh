@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The hot reads: the public blog list (page 1, 20 posts of 1,000 published, 3 tags each), a post by
-# slug and GET /auth/me, each with the read cache on and off, beside the bare actix-web handler
+# slug and GET /auth/me, each with the read cache on and off (and the post revalidated with its
+# ETag, answered 304 without a body, with the cache on), beside the bare actix-web handler
 # answering the very bytes the endpoint answered, from memory; plus the time from start to ready
 # and the idle RSS. keel serves the auth and blog modules.
 # Usage: bash bench/reads.sh [postgres://user@host:5432/postgres]   (needs wrk and python3)
@@ -14,7 +15,7 @@ slug_path="/api/v1/blog/posts/post-500"
 python3 bench/blog_seed.py json 1000 "$work/seed.json"
 
 bench_backend() { # label DATABASE_URL
-  local url=$2 cache what token size name pg_rate pg_count
+  local url=$2 cache what token size name pg_rate pg_count etag slug_ceiling
   local settings=(DATABASE_URL="$url" KEEL_MODULES=auth,blog BCRYPT_COST=4)
   keel_cli "${settings[@]}" -- migrate
   keel_cli "${settings[@]}" -- blog import "$work/seed.json"
@@ -39,6 +40,12 @@ bench_backend() { # label DATABASE_URL
     result[me_$cache]="$rate $p50 $p99"
     wrk_load "$conns" "$keel_base$slug_path"
     result[slug_$cache]="$rate $p50 $p99"
+    if [ $cache = on ]; then
+      etag=$(curl -sfI "$keel_base$slug_path" | tr -d '\r' | awk -F': ' 'tolower($1) == "etag" {print $2}')
+      [ -n "$etag" ] || die "the post answered no ETag"
+      wrk_load "$conns" -H "If-None-Match: $etag" "$keel_base$slug_path"
+      result[slug304]="$rate $p50 $p99"
+    fi
     stop "$keel_pid"
   done
   declare -A pg=()
@@ -70,7 +77,11 @@ bench_backend() { # label DATABASE_URL
       row "$name, \`READ_CACHE=$cache\`" "wrk, $conns conn." "$rate" req/s "$p50" "$p99" \
         "$ceiling" "bare handler, same body" "$pg_rate" "$pg_count"
     done
+    if [ $what = slug ]; then slug_ceiling=$ceiling; fi
   done
+  read -r rate p50 p99 <<<"${result[slug304]}"
+  row "\`GET $slug_path\` with its \`If-None-Match\` (304, no body), \`READ_CACHE=on\`" \
+    "wrk, $conns conn." "$rate" req/s "$p50" "$p99" "$slug_ceiling" "bare handler, the 200 with its body"
 }
 
 for_each_backend "${1:-}"

@@ -18,6 +18,7 @@ kernel::backend_tests! {
     an_admin_deactivates_a_user_who_then_cannot_log_in,
     a_signed_in_author_publishes_a_post_the_public_reads,
     a_signed_in_user_runs_a_background_task,
+    a_scheduled_post_is_published_by_the_task_worker,
     a_paid_plan_sets_the_ai_budget_until_the_subscription_ends,
 }
 
@@ -185,6 +186,93 @@ async fn a_signed_in_user_runs_a_background_task(db: TestDb) {
     let finished = finished.expect("the task finished");
     assert_eq!(finished["status"], "completed", "{finished}");
     assert_eq!(finished["task_name"], "io_simulation_task");
+}
+
+/// Scheduled publishing through the real tasks module: the blog enqueues a delayed task on the
+/// server's queue, the embedded worker runs it at the post's time, and the post becomes public.
+/// Without the tasks module, the same request is a 409 naming it.
+async fn a_scheduled_post_is_published_by_the_task_worker(db: TestDb) {
+    let s = TestConfig::new(&db).spawn().await;
+    let client = &s.client;
+    let token = sign_up(&s.client, &s.base_url, "author@example.com").await;
+    let r = client
+        .post(s.url("/api/v1/blog/posts"))
+        .bearer_auth(&token)
+        .json(&json!({"title": "Scheduled"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let id = r.json::<Value>().await.unwrap()["id"].clone();
+    let at = (chrono::Utc::now() + chrono::Duration::milliseconds(1500))
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let r = client
+        .post(s.url(&format!("/api/v1/blog/posts/{id}/publish")))
+        .bearer_auth(&token)
+        .json(&json!({"at": at}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let scheduled: Value = r.json().await.unwrap();
+    assert_eq!(
+        (
+            scheduled["status"].as_str(),
+            scheduled["scheduled_at"].as_str()
+        ),
+        (Some("draft"), Some(at.as_str()))
+    );
+    let public = s.url("/api/v1/blog/posts/scheduled");
+    assert_eq!(
+        client.get(&public).send().await.unwrap().status(),
+        StatusCode::NOT_FOUND
+    );
+    let mut published = None;
+    for _ in 0..300 {
+        let r = client.get(&public).send().await.unwrap();
+        if r.status() == StatusCode::OK {
+            published = Some(r.json::<Value>().await.unwrap());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let published = published.expect("the scheduled post was published within 30 s");
+    assert_eq!(published["status"], "published");
+    assert_eq!(published["published_at"], at.as_str());
+    assert_eq!(published["scheduled_at"], Value::Null);
+
+    let other = match db.backend {
+        kernel::db::Backend::Sqlite => TestDb::sqlite().await,
+        kernel::db::Backend::Postgres => TestDb::postgres().await.unwrap(),
+    };
+    let s = TestConfig::new(&other)
+        .modules(&["auth", "blog"])
+        .spawn()
+        .await;
+    let token = sign_up(&s.client, &s.base_url, "author@example.com").await;
+    let r = s
+        .client
+        .post(s.url("/api/v1/blog/posts"))
+        .bearer_auth(&token)
+        .json(&json!({"title": "Not without tasks"}))
+        .send()
+        .await
+        .unwrap();
+    let id = r.json::<Value>().await.unwrap()["id"].clone();
+    let r = s
+        .client
+        .post(s.url(&format!("/api/v1/blog/posts/{id}/publish")))
+        .bearer_auth(&token)
+        .json(&json!({"at": (chrono::Utc::now() + chrono::Duration::days(1)).to_rfc3339()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    let detail = r.json::<Value>().await.unwrap()["detail"].clone();
+    assert!(
+        detail.as_str().unwrap().contains("tasks module"),
+        "{detail}"
+    );
 }
 
 /// The whole plan flow against the provider simulator: a subscription paid on the simulator's

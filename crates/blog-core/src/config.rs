@@ -11,6 +11,13 @@ pub const DEFAULT_IMPORT_MAX_ENTRIES: usize = 10_000;
 pub const DEFAULT_IMPORT_MAX_UNPACKED_BYTES: u64 = 200 * 1024 * 1024;
 pub const DEFAULT_IMPORT_MAX_RATIO: u64 = 100;
 pub const DEFAULT_IMPORT_CONCURRENCY: usize = 2;
+/// What caches may do with the public reads: keep them, but ask again (with the ETag) each time.
+pub const DEFAULT_CACHE_CONTROL: &str = "public, max-age=0, must-revalidate";
+/// Where a post is read, relative to `PUBLIC_BASE_URL`: the module's own public read.
+pub const DEFAULT_POST_URL_TEMPLATE: &str = "/api/v1/blog/posts/{slug}";
+pub const DEFAULT_FEED_TITLE: &str = "Blog";
+pub const DEFAULT_FEED_ENTRIES: i64 = 20;
+pub const DEFAULT_SCHEDULE_SWEEP_SECONDS: u64 = 60;
 
 /// Who may use the write and editor endpoints (`BLOG_PROTECTION`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +64,24 @@ pub struct BlogConfig {
     pub import_concurrency: usize,
     /// `BLOG_IMPORT_MAX_RATIO` (default 100): the compression ratio an entry over 1 MiB may have.
     pub import_max_ratio: u64,
+    /// `BLOG_CACHE_CONTROL` (default `public, max-age=0, must-revalidate`): the `Cache-Control`
+    /// of the public reads (list, post, tags, feeds, sitemap).
+    pub cache_control: String,
+    /// `PUBLIC_BASE_URL` (see `kernel::config::public_base_url`): the start of the absolute links
+    /// of the feeds and the sitemap.
+    pub public_base_url: String,
+    /// `BLOG_POST_URL_TEMPLATE` (default `/api/v1/blog/posts/{slug}`): where a reader finds a
+    /// post, `{slug}` replaced by its slug; a path is joined to `PUBLIC_BASE_URL`, an absolute
+    /// http(s) URL is used as it is.
+    pub post_url_template: String,
+    /// `BLOG_FEED_TITLE` (default `Blog`): the title of the feeds.
+    pub feed_title: String,
+    /// `BLOG_FEED_ENTRIES` (default 20, 1 to 100): the posts a feed shows, newest first.
+    pub feed_entries: i64,
+    /// `BLOG_SCHEDULE_SWEEP_SECONDS` (default 60; 0 turns it off): how often the module publishes
+    /// scheduled posts whose time has passed but whose task did not run (a safety net: the task
+    /// queue publishes them on time).
+    pub schedule_sweep_seconds: u64,
 }
 
 impl Default for BlogConfig {
@@ -68,6 +93,12 @@ impl Default for BlogConfig {
             import_max_entries: DEFAULT_IMPORT_MAX_ENTRIES,
             import_max_unpacked_bytes: DEFAULT_IMPORT_MAX_UNPACKED_BYTES,
             import_max_ratio: DEFAULT_IMPORT_MAX_RATIO,
+            cache_control: DEFAULT_CACHE_CONTROL.to_owned(),
+            public_base_url: "http://localhost:8000".to_owned(),
+            post_url_template: DEFAULT_POST_URL_TEMPLATE.to_owned(),
+            feed_title: DEFAULT_FEED_TITLE.to_owned(),
+            feed_entries: DEFAULT_FEED_ENTRIES,
+            schedule_sweep_seconds: DEFAULT_SCHEDULE_SWEEP_SECONDS,
         }
     }
 }
@@ -132,6 +163,16 @@ impl BlogConfig {
                 DEFAULT_IMPORT_MAX_RATIO,
                 1..=u64::MAX,
             )?,
+            cache_control: cache_control(var("BLOG_CACHE_CONTROL"))?,
+            public_base_url: kernel::config::public_base_url()?.url,
+            post_url_template: post_url_template(var("BLOG_POST_URL_TEMPLATE"))?,
+            feed_title: feed_title(var("BLOG_FEED_TITLE"))?,
+            feed_entries: parse_in_range("BLOG_FEED_ENTRIES", DEFAULT_FEED_ENTRIES, 1..=100)?,
+            schedule_sweep_seconds: parse_in_range(
+                "BLOG_SCHEDULE_SWEEP_SECONDS",
+                DEFAULT_SCHEDULE_SWEEP_SECONDS,
+                0..=86_400,
+            )?,
         })
     }
 
@@ -159,6 +200,66 @@ impl BlogConfig {
             _ => Ok(()),
         }
     }
+}
+
+/// `BLOG_CACHE_CONTROL`: a header value (visible ASCII and spaces), not blank.
+fn cache_control(raw: Option<String>) -> Result<String, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(DEFAULT_CACHE_CONTROL.to_owned());
+    };
+    let value = raw.trim();
+    if value.is_empty() || !value.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+        return Err(ConfigError::new(
+            "BLOG_CACHE_CONTROL",
+            format!("{raw:?} is not a Cache-Control value (printable ASCII, not blank)"),
+        ));
+    }
+    Ok(value.to_owned())
+}
+
+/// `BLOG_POST_URL_TEMPLATE`: a path (`/...`) or an absolute http(s) URL holding `{slug}`.
+fn post_url_template(raw: Option<String>) -> Result<String, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(DEFAULT_POST_URL_TEMPLATE.to_owned());
+    };
+    let value = raw.trim();
+    let problem = if !value.contains("{slug}") {
+        Some("must contain {slug}")
+    } else if !(value.starts_with('/')
+        || value.starts_with("http://")
+        || value.starts_with("https://"))
+    {
+        Some("must be a path starting with / or an absolute http(s) URL")
+    } else if value
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '<' | '>' | '"'))
+    {
+        Some("must not contain spaces, control characters, <, > or \"")
+    } else {
+        None
+    };
+    match problem {
+        Some(problem) => Err(ConfigError::new(
+            "BLOG_POST_URL_TEMPLATE",
+            format!("{raw:?} {problem}"),
+        )),
+        None => Ok(value.to_owned()),
+    }
+}
+
+/// `BLOG_FEED_TITLE`: not blank, without control characters.
+fn feed_title(raw: Option<String>) -> Result<String, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(DEFAULT_FEED_TITLE.to_owned());
+    };
+    let value = raw.trim();
+    if value.is_empty() || value.chars().any(char::is_control) {
+        return Err(ConfigError::new(
+            "BLOG_FEED_TITLE",
+            format!("{raw:?} must be text without control characters, not blank"),
+        ));
+    }
+    Ok(value.to_owned())
 }
 
 #[cfg(test)]
@@ -203,6 +304,38 @@ mod tests {
             };
             assert!(config.production_problems(&without_auth).is_empty());
         }
+    }
+
+    #[test]
+    fn feed_and_cache_settings_are_checked() {
+        assert_eq!(
+            cache_control(None).ok().as_deref(),
+            Some(DEFAULT_CACHE_CONTROL)
+        );
+        assert!(cache_control(Some("no\u{1}store".into())).is_err());
+        assert!(cache_control(Some(" ".into())).is_err());
+        assert_eq!(
+            cache_control(Some(" public, max-age=60 ".into()))
+                .ok()
+                .as_deref(),
+            Some("public, max-age=60")
+        );
+        for bad in [
+            "/blog/",
+            "blog/{slug}",
+            "ftp://x/{slug}",
+            "/a b/{slug}",
+            "/<{slug}>",
+        ] {
+            assert!(post_url_template(Some(bad.into())).is_err(), "{bad}");
+        }
+        assert_eq!(
+            post_url_template(Some(" https://www.example.org/b/{slug}/ ".into()))
+                .ok()
+                .as_deref(),
+            Some("https://www.example.org/b/{slug}/")
+        );
+        assert!(feed_title(Some("a\u{0}b".into())).is_err());
     }
 
     #[test]

@@ -42,6 +42,17 @@ pub enum BlogError {
         slug: String,
         result: Box<ImportResult>,
     },
+    /// 409: a publication in the future without a task queue to run it.
+    #[error(
+        "Scheduled publishing needs the tasks module (add tasks to KEEL_MODULES); publish without `at` to publish now"
+    )]
+    SchedulingUnavailable,
+    /// 409: only a draft can be scheduled.
+    #[error("Only a draft can be scheduled: this post is {0}")]
+    NotSchedulable(crate::domain::post::PostStatus),
+    /// 503: the task queue refused the publication's task (nothing was changed).
+    #[error("The task queue cannot take the scheduled publication now: {0}")]
+    QueueUnavailable(String),
     #[error(transparent)]
     Db(#[from] DbError),
     #[error("internal: {0}")]
@@ -95,6 +106,12 @@ impl From<BlogError> for ApiError {
                     error = error.field(key, value);
                 }
                 error
+            }
+            e @ (BlogError::SchedulingUnavailable | BlogError::NotSchedulable(_)) => {
+                ApiError::conflict(e.to_string())
+            }
+            e @ BlogError::QueueUnavailable(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
             }
             BlogError::Db(e) => ApiError::from(e),
             BlogError::Internal(e) => ApiError::internal(e),

@@ -44,6 +44,7 @@ use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 use kernel::capability::Use;
 use kernel::health::ModuleHealth;
 use kernel::identity::Identity;
+use kernel::jobs::{JobQueue, QUEUE_SYSTEM, TaskDef};
 use kernel::module::{BuildModule, Deps, Module, ModuleError, Mounts};
 use kernel::unit::Detached;
 use kernel::{Authenticator, DbPool, MigrationSet};
@@ -56,8 +57,8 @@ pub use error::BlogError;
 use service::BlogServiceImpl;
 pub use service::{
     Author, BlogService, ExportFile, ExportOptions, ImportErrorItem, ImportOptions, ImportProgress,
-    ImportResult, NewPost, NewTag, OnConflict, Post, PostPage, PostPatch, ProgressFn, Tag,
-    TagPatch,
+    ImportResult, NewPost, NewTag, OnConflict, PUBLISH_TASK, Post, PostPage, PostPatch, ProgressFn,
+    Scheduled, Tag, TagPatch,
 };
 
 const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres/blog");
@@ -70,7 +71,7 @@ pub const MIGRATIONS: MigrationSet = MigrationSet {
     sqlite: &SQLITE,
 };
 
-/// Cached public answers at most (list pages, posts, the tag list).
+/// Cached public answers at most (list pages, posts, the tag list, the feeds, the sitemap).
 const PUBLIC_CACHE_ENTRIES: usize = 1024;
 
 /// The assembled module: its service and its HTTP state.
@@ -82,6 +83,8 @@ pub struct BlogModule {
     service: Arc<dyn BlogService>,
     state: web::Data<http::BlogState>,
     identity: web::Data<Identity>,
+    /// The job queue of scheduled publications, when the tasks module is mounted.
+    jobs: Option<Arc<dyn JobQueue>>,
 }
 
 impl BlogModule {
@@ -94,7 +97,10 @@ impl BuildModule for BlogModule {
     type Settings = BlogConfig;
 
     fn uses() -> Vec<Use> {
-        vec![Use::optional::<dyn Authenticator>()]
+        vec![
+            Use::optional::<dyn Authenticator>(),
+            Use::optional::<dyn JobQueue>(),
+        ]
     }
 
     fn migrations() -> Option<MigrationSet> {
@@ -129,10 +135,12 @@ impl BuildModule for BlogModule {
             deps.read_cache,
             PUBLIC_CACHE_ENTRIES,
         ));
+        let jobs = deps.get::<dyn JobQueue>();
         let inner = Arc::new(BlogServiceImpl::new(
             deps.pool.clone(),
             limits,
             public.clone(),
+            jobs.clone(),
         ));
         match inner.render_missing().await {
             Ok(0) => {}
@@ -149,21 +157,73 @@ impl BuildModule for BlogModule {
         }
         // Every call of the handlers, the CLI and embedders is a unit of work from here on.
         let service: Arc<dyn BlogService> = Arc::new(Detached::new(inner as Arc<dyn BlogService>));
+        // Scheduled posts whose time passed while no instance ran (or whose task was lost).
+        match service.publish_overdue().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(posts = n, "published scheduled posts whose time had passed"),
+            Err(e) => tracing::warn!(error = %e, "publishing overdue scheduled posts"),
+        }
+        if config.schedule_sweep_seconds > 0 {
+            spawn_sweep(
+                Arc::downgrade(&service),
+                std::time::Duration::from_secs(config.schedule_sweep_seconds),
+            );
+        }
+        let mounts = deps.mounts_or(Self::MOUNTS);
+        let post_url_template = if config.post_url_template == config::DEFAULT_POST_URL_TEMPLATE {
+            mounts.path("/posts/{slug}")
+        } else {
+            config.post_url_template.clone()
+        };
+        let site = domain::feed::FeedSite {
+            title: config.feed_title.clone(),
+            base_url: config.public_base_url.trim_end_matches('/').to_owned(),
+            post_url_template,
+            mount: mounts.documented().to_owned(),
+        };
+        let cache_control =
+            actix_web::http::header::HeaderValue::from_str(&config.cache_control)
+                .map_err(|e| ModuleError::new(Self::NAME, format!("BLOG_CACHE_CONTROL: {e}")))?;
         let state = web::Data::new(http::BlogState {
             service: service.clone(),
             protection,
             import_max_bytes: config.import_max_bytes,
             imports: Arc::new(tokio::sync::Semaphore::new(config.import_concurrency)),
             public,
+            cache_control,
+            site: Arc::new(site),
+            feed_entries: config.feed_entries.clamp(1, 100),
+            can_schedule: jobs.is_some(),
         });
         Ok(BlogModule {
-            mounts: deps.mounts_or(Self::MOUNTS),
+            mounts,
             pool: deps.pool.clone(),
             service,
             state,
             identity: deps.identity(),
+            jobs,
         })
     }
+}
+
+/// Publishes overdue scheduled posts every `every`, until the module is dropped.
+fn spawn_sweep(service: std::sync::Weak<dyn BlogService>, every: std::time::Duration) {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await; // the first tick is now: the build has just swept
+        loop {
+            ticks.tick().await;
+            let Some(service) = service.upgrade() else {
+                return;
+            };
+            match service.publish_overdue().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(posts = n, "published overdue scheduled posts"),
+                Err(e) => tracing::warn!(error = %e, "publishing overdue scheduled posts"),
+            }
+        }
+    });
 }
 
 impl BlogModule {
@@ -192,6 +252,9 @@ impl Module for BlogModule {
     fn routes(&self, cfg: &mut ServiceConfig) {
         cfg.app_data(self.state.clone())
             .app_data(self.identity.clone())
+            .service(http::feeds::atom_feed)
+            .service(http::feeds::rss_feed)
+            .service(http::feeds::sitemap)
             .service(http::posts::list_posts)
             .service(http::posts::admin_list_posts)
             .service(http::posts::get_post)
@@ -228,6 +291,27 @@ impl Module for BlogModule {
             cli::COMMAND => cli::run(&*self.service, matches).await,
             other => Err(format!("the blog module has no command {other}")),
         }
+    }
+
+    /// The publication of scheduled posts (only with a job queue: without one nothing is
+    /// scheduled, and the sweep publishes what was).
+    fn tasks(&self) -> Vec<TaskDef> {
+        let Some(jobs) = self.jobs.clone() else {
+            return Vec::new();
+        };
+        let service = self.service.clone();
+        let task = TaskDef::new(
+            PUBLISH_TASK,
+            QUEUE_SYSTEM,
+            Arc::new(move |input| {
+                let (service, jobs) = (service.clone(), jobs.clone());
+                Box::pin(service::schedule::run_task(service, jobs, input))
+            }),
+        )
+        .with_args_check(Arc::new(|input| {
+            service::schedule::task_args(input).map(drop)
+        }));
+        vec![task]
     }
 }
 

@@ -23,6 +23,8 @@ diesel::table! {
         /// The post's own fields as the API shows them, NULL when not rendered (see
         /// `domain::view`).
         api_json -> Nullable<Text>,
+        /// When a draft is to be published by itself (NULL: not scheduled).
+        scheduled_at -> Nullable<Timestamp>,
     }
 }
 

@@ -14,6 +14,7 @@ use crate::domain::view::{PostFields, shown_excerpt};
 use crate::schema::{blog_post_counts, blog_post_tags, blog_posts, blog_tags};
 
 pub mod bulk;
+pub mod schedule;
 
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = blog_posts)]
@@ -39,6 +40,9 @@ pub struct PostRow {
     pub derived_excerpt: String,
     /// Read with [`tag_ids_of`].
     pub tag_ids: String,
+    /// When a draft is to be published by itself.
+    #[diesel(deserialize_as = StoredTimeOpt)]
+    pub scheduled_at: Option<NaiveDateTime>,
 }
 
 #[derive(Debug, Insertable)]
@@ -79,6 +83,7 @@ pub struct PostChanges<'a> {
     pub published_at: Option<Option<NaiveDateTime>>,
     pub content_html: Option<&'a str>,
     pub derived_excerpt: Option<&'a str>,
+    pub scheduled_at: Option<Option<NaiveDateTime>>,
 }
 
 impl<'a> From<&'a PostRow> for PostFields<'a> {
@@ -98,6 +103,7 @@ impl<'a> From<&'a PostRow> for PostFields<'a> {
             seo_title: row.seo_title.as_deref(),
             seo_description: row.seo_description.as_deref(),
             hero_image_url: row.hero_image_url.as_deref(),
+            scheduled_at: row.scheduled_at.map(Into::into),
         }
     }
 }
@@ -119,6 +125,8 @@ impl<'a> From<&'a NewPostRow<'a>> for PostFields<'a> {
             seo_title: new.seo_title,
             seo_description: new.seo_description,
             hero_image_url: new.hero_image_url,
+            // A new post is never scheduled.
+            scheduled_at: None,
         }
     }
 }
@@ -130,6 +138,9 @@ impl<'a> From<&'a NewPostRow<'a>> for PostFields<'a> {
 pub struct PostJsonRow {
     pub id: i64,
     pub status: String,
+    /// The `Last-Modified` of a post's page.
+    #[diesel(deserialize_as = StoredTime)]
+    pub updated_at: NaiveDateTime,
     /// Read with [`tag_ids_of`].
     pub tag_ids: String,
     /// The post's own fields as JSON; `None` when not rendered.

@@ -67,6 +67,9 @@ pub fn finish(doc: &mut OpenApi, identity: bool) {
             &mut item.options,
         ];
         for operation in operations.into_iter().flatten() {
+            if let Some(RefOr::T(body)) = operation.request_body.as_mut() {
+                optional_body_without_null(body);
+            }
             // Every operation that reads a path, query or body can refuse what it is sent.
             let takes_input = operation.request_body.is_some()
                 || operation.parameters.as_ref().is_some_and(|p| !p.is_empty());
@@ -126,6 +129,34 @@ pub fn finish(doc: &mut OpenApi, identity: bool) {
                     reference_error_body(response, &error_body);
                 }
             }
+        }
+    }
+}
+
+/// An optional body (`request_body(content = Option<T>)`) is documented by utoipa as `T` or
+/// JSON `null`; the routes take `T` or no body at all (`kernel::http::OptionalJson`), and a
+/// `null` body is refused like any other non-object. The body's schema becomes `T` alone (it
+/// stays not required), which generated clients also read as "may be left out".
+fn optional_body_without_null(body: &mut utoipa::openapi::request_body::RequestBody) {
+    use utoipa::openapi::schema::{Schema, SchemaType, Type};
+    if matches!(body.required, Some(utoipa::openapi::Required::True)) {
+        return;
+    }
+    let is_null = |schema: &RefOr<Schema>| matches!(schema, RefOr::T(Schema::Object(o)) if o.schema_type == SchemaType::Type(Type::Null));
+    for content in body.content.values_mut() {
+        let RefOr::T(content) = content else {
+            continue;
+        };
+        let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema else {
+            continue;
+        };
+        if let [a, b] = one_of.items.as_slice() {
+            let kept = match (is_null(a), is_null(b)) {
+                (false, true) => a.clone(),
+                (true, false) => b.clone(),
+                _ => continue,
+            };
+            content.schema = Some(kept);
         }
     }
 }
@@ -233,6 +264,39 @@ mod tests {
         assert_eq!(responses["401"]["description"], "Unauthorized");
         assert!(json["components"]["schemas"]["ErrorDetail"].is_object());
         assert!(json["components"]["securitySchemes"]["bearer"].is_object());
+    }
+
+    #[test]
+    fn an_optional_body_is_its_schema_without_null() {
+        #[derive(serde::Deserialize, ToSchema)]
+        #[allow(dead_code)]
+        struct Body {
+            at: Option<String>,
+        }
+        #[utoipa::path(post, path = "/x", request_body(content = Option<Body>), responses((status = 200)))]
+        #[allow(dead_code)]
+        fn optional() {}
+        #[utoipa::path(post, path = "/y", request_body = Body, responses((status = 200)))]
+        #[allow(dead_code)]
+        fn required() {}
+        #[derive(utoipa::OpenApi)]
+        #[openapi(paths(optional, required))]
+        struct Doc;
+        let mut doc = <Doc as utoipa::OpenApi>::openapi();
+        let before = serde_json::to_value(&doc).unwrap_or_default();
+        let one_of = &before["paths"]["/x"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+            ["oneOf"];
+        assert_eq!(one_of[1]["type"], "null", "{before}");
+        finish(&mut doc, true);
+        let json = serde_json::to_value(&doc).unwrap_or_default();
+        for path in ["/x", "/y"] {
+            let body = &json["paths"][path]["post"]["requestBody"];
+            assert_eq!(
+                body["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Body",
+                "{body}"
+            );
+            assert_eq!(body["required"].as_bool(), (path == "/y").then_some(true));
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! parsing, the export formats, and the JSON a post is shown as.
 
 pub mod export;
+pub mod feed;
 pub mod frontmatter;
 pub mod markdown;
 pub mod post;

@@ -15,6 +15,8 @@ pub const HERO_IMAGE_URL_MAX: usize = 1024;
 /// limited to 1 MiB anyway, and imports obey the same rule).
 pub const CONTENT_MAX: usize = 1_000_000;
 pub const TAG_NAME_MAX: usize = 80;
+/// How far ahead a publication may be scheduled: about five years.
+pub const SCHEDULE_MAX_DAYS: i64 = 5 * 366;
 
 /// A post's place in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]

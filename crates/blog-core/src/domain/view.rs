@@ -36,6 +36,7 @@ pub struct PostFields<'a> {
     pub seo_title: Option<&'a str>,
     pub seo_description: Option<&'a str>,
     pub hero_image_url: Option<&'a str>,
+    pub scheduled_at: Option<Timestamp>,
 }
 
 /// The excerpt a post shows: its own, else the one derived from its content when that has text.

@@ -1,11 +1,13 @@
 //! Request and response bodies (separate from the service's types and the database rows).
 
-use kernel::Timestamp;
+use chrono::{DateTime, NaiveDateTime, SubsecRound, Utc};
+use kernel::{FieldError, Timestamp};
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::domain::post::PostStatus;
+use crate::domain::post::{PostStatus, SCHEDULE_MAX_DAYS};
 use crate::domain::view::shown_excerpt;
+use crate::error::BlogError;
 use crate::service::{NewPost, NewTag, Post, PostPatch, Tag, TagPatch};
 
 /// A tag.
@@ -53,6 +55,9 @@ pub struct BlogPostResponse {
     pub seo_title: Option<String>,
     pub seo_description: Option<String>,
     pub hero_image_url: Option<String>,
+    /// When a draft is to be published by itself (`POST /posts/{id}/publish` with a future
+    /// `at`); null when it is not scheduled (always for published and archived posts).
+    pub scheduled_at: Option<Timestamp>,
     /// Ordered by name.
     pub tags: Vec<BlogTagResponse>,
 }
@@ -75,6 +80,7 @@ impl From<Post> for BlogPostResponse {
             seo_title: p.seo_title,
             seo_description: p.seo_description,
             hero_image_url: p.hero_image_url,
+            scheduled_at: p.scheduled_at.map(Timestamp),
             tags: p.tags.into_iter().map(BlogTagResponse::from).collect(),
         }
     }
@@ -146,7 +152,9 @@ where
 
 /// A change to a post: only the fields present change. `null` clears excerpt, seo_title,
 /// seo_description and hero_image_url; `null` for title, slug and content is ignored;
-/// `tag_slugs` as a list replaces the tags (`[]` removes them), omitted or null keeps them.
+/// `tag_slugs` as a list replaces the tags (`[]` removes them), omitted or null keeps them;
+/// `scheduled_at: null` cancels a scheduled publication (a time is set through
+/// `POST /posts/{id}/publish` with `at`).
 #[derive(Debug, Deserialize, ToSchema)]
 #[schema(as = blog::BlogPostUpdate)]
 pub struct BlogPostUpdate {
@@ -168,20 +176,76 @@ pub struct BlogPostUpdate {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, max_length = 1024)]
     pub hero_image_url: Option<Option<String>>,
+    /// Only `null`: cancels the post's scheduled publication (any other value is a 422; a
+    /// time is set with `POST /posts/{id}/publish` and `at`).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub scheduled_at: Option<Option<serde_json::Value>>,
 }
 
-impl From<BlogPostUpdate> for PostPatch {
-    fn from(b: BlogPostUpdate) -> Self {
-        PostPatch {
-            title: b.title,
-            slug: b.slug,
-            content: b.content,
-            excerpt: b.excerpt,
-            seo_title: b.seo_title,
-            seo_description: b.seo_description,
-            hero_image_url: b.hero_image_url,
-            tag_slugs: b.tag_slugs,
+impl BlogPostUpdate {
+    /// The change: 422 naming `scheduled_at` when it holds anything but `null`.
+    pub fn into_patch(self) -> Result<PostPatch, BlogError> {
+        let unschedule = match self.scheduled_at {
+            None => false,
+            Some(None) => true,
+            Some(Some(_)) => {
+                return Err(BlogError::Invalid(vec![FieldError::new(
+                    "scheduled_at",
+                    "scheduled_at can only be null here (it cancels a scheduled publication); \
+                     schedule one with POST /posts/{id}/publish and {\"at\": ...}",
+                )]));
+            }
+        };
+        Ok(PostPatch {
+            title: self.title,
+            slug: self.slug,
+            content: self.content,
+            excerpt: self.excerpt,
+            seo_title: self.seo_title,
+            seo_description: self.seo_description,
+            hero_image_url: self.hero_image_url,
+            tag_slugs: self.tag_slugs,
+            unschedule,
+        })
+    }
+}
+
+/// The optional body of `POST /posts/{id}/publish`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = blog::BlogPublishRequest)]
+pub struct BlogPublishRequest {
+    /// When to publish: an RFC 3339 date-time (any offset; kept in UTC to the microsecond).
+    /// In the future (at most 5 years ahead): the draft is scheduled. Now, in the past, or
+    /// null: published now, as without a body.
+    #[schema(format = DateTime, nullable = true)]
+    pub at: Option<String>,
+}
+
+impl BlogPublishRequest {
+    /// `at` in UTC, truncated to microseconds; 422 naming `at` unless it is RFC 3339 and within
+    /// [`SCHEDULE_MAX_DAYS`] from now.
+    pub fn at(&self) -> Result<Option<NaiveDateTime>, BlogError> {
+        let Some(raw) = self.at.as_deref() else {
+            return Ok(None);
+        };
+        let invalid = |message: String| BlogError::Invalid(vec![FieldError::new("at", message)]);
+        let at = DateTime::parse_from_rfc3339(raw.trim())
+            .map_err(|_| {
+                invalid(
+                    "at must be an RFC 3339 date-time with an offset, e.g. 2026-12-01T09:00:00Z"
+                        .to_owned(),
+                )
+            })?
+            .with_timezone(&Utc)
+            .naive_utc()
+            .trunc_subsecs(6);
+        if at > kernel::time::now() + chrono::Duration::days(SCHEDULE_MAX_DAYS) {
+            return Err(invalid(format!(
+                "at must be at most {SCHEDULE_MAX_DAYS} days ahead"
+            )));
         }
+        Ok(Some(at))
     }
 }
 

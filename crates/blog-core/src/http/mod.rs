@@ -1,7 +1,9 @@
 //! HTTP handlers of the blog module (mounted at `/api/v1/blog` by the server), its request and
 //! response types, and the write-level guard.
 
+pub mod caching;
 pub mod dto;
+pub mod feeds;
 pub mod posts;
 pub mod tags;
 pub mod transfer;
@@ -11,6 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use actix_web::dev::Payload;
+use actix_web::http::header::HeaderValue;
 use actix_web::{FromRequest, HttpRequest, web};
 use kernel::identity::{Access, Need};
 use kernel::{ApiError, Role};
@@ -28,26 +31,57 @@ pub struct BlogState {
     pub imports: Arc<tokio::sync::Semaphore>,
     /// The public answers, cached (`READ_CACHE`); the service clears it after every write.
     pub public: Arc<crate::service::PublicCache>,
+    /// `BLOG_CACHE_CONTROL`, as the public reads send it.
+    pub cache_control: HeaderValue,
+    /// What the feeds and the sitemap say about the blog, and where its posts live.
+    pub site: Arc<crate::domain::feed::FeedSite>,
+    /// `BLOG_FEED_ENTRIES`.
+    pub feed_entries: i64,
+    /// Whether a task queue is mounted: without one, a publication in the future is refused.
+    pub can_schedule: bool,
 }
 
 /// The public answer for `key`: from the cache when fresh, else `produce`d (by one request when
-/// several miss at once) and kept. `produce` runs as one unit of work
-/// (`ReadCache::get_or_load_unit`), the service calls in it inline, and yields the JSON body.
+/// several miss at once) and kept with its entity tag. `produce` runs as one unit of work
+/// (`ReadCache::get_or_load_unit`), the service calls in it inline. A `304` for a matching
+/// `If-None-Match` comes from the same entry ([`caching::CachedBody::respond`]).
+pub(crate) async fn cached<F>(
+    state: &BlogState,
+    req: &HttpRequest,
+    key: String,
+    produce: F,
+) -> Result<actix_web::HttpResponse, ApiError>
+where
+    F: Future<Output = Result<caching::CachedBody, ApiError>> + Send + 'static,
+{
+    let body = state.public.get_or_load_unit(key, produce).await?;
+    Ok(body.respond(req, &state.cache_control))
+}
+
+/// [`cached`] for a JSON body.
 pub(crate) async fn cached_body<F>(
     state: &BlogState,
+    req: &HttpRequest,
     key: String,
     produce: F,
 ) -> Result<actix_web::HttpResponse, ApiError>
 where
     F: Future<Output = Result<web::Bytes, ApiError>> + Send + 'static,
 {
-    let body = state.public.get_or_load_unit(key, produce).await?;
-    Ok(json_response(body))
+    cached(state, req, key, async move {
+        Ok(caching::CachedBody::new(
+            produce.await?,
+            caching::JSON,
+            None,
+        ))
+    })
+    .await
 }
 
 /// [`cached_body`] for a value written as JSON inside the unit of work, off the HTTP worker.
 pub(crate) async fn cached_json<T, F>(
     state: &BlogState,
+    req: &HttpRequest,
     key: String,
     produce: F,
 ) -> Result<actix_web::HttpResponse, ApiError>
@@ -55,17 +89,11 @@ where
     T: serde::Serialize,
     F: Future<Output = Result<T, ApiError>> + Send + 'static,
 {
-    cached_body(state, key, async move {
+    cached_body(state, req, key, async move {
         let value = produce.await?;
         kernel::http::to_json_bytes(&value)
     })
     .await
-}
-
-fn json_response(body: web::Bytes) -> actix_web::HttpResponse {
-    actix_web::HttpResponse::Ok()
-        .content_type(actix_web::http::header::ContentType::json())
-        .body(body)
 }
 
 /// Extractor for the write and editor endpoints: checks the caller against the protection level

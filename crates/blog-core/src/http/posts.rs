@@ -1,14 +1,15 @@
 //! Posts: the public list and page, the editor list, create, update, publish, archive, delete.
 
-use actix_web::{HttpResponse, delete, get, post, put, web};
+use actix_web::{HttpRequest, HttpResponse, delete, get, post, put, web};
 use kernel::pagination::PageParams;
 use kernel::{ApiError, FieldError};
 
+use super::caching::{CachedBody, JSON};
 use super::dto::{
     AdminPostListQuery, BlogPostCreate, BlogPostListResponse, BlogPostResponse, BlogPostUpdate,
-    PostListQuery,
+    BlogPublishRequest, PostListQuery,
 };
-use super::{BlogState, Editor, cached_body};
+use super::{BlogState, Editor, cached, cached_body};
 use crate::domain::post::PostStatus;
 use crate::error::BlogError;
 use crate::service::PostPage;
@@ -44,14 +45,23 @@ fn tag_filter(tag: &Option<String>) -> Option<&str> {
 
 #[utoipa::path(
     tag = "blog",
-    params(PostListQuery),
+    params(
+        PostListQuery,
+        ("If-None-Match" = Option<String>, Header, description = "Entity tags of cached copies (or *): 304 when one matches"),
+    ),
     responses(
-        (status = 200, description = "Published posts, newest publication first", body = BlogPostListResponse),
+        (status = 200, description = "Published posts, newest publication first", body = BlogPostListResponse,
+            headers(
+                ("ETag" = String, description = "Strong entity tag of the body"),
+                ("Cache-Control" = String, description = "BLOG_CACHE_CONTROL"),
+            )),
+        (status = 304, description = "Not modified: If-None-Match matches the current ETag (no body)"),
         (status = 422, description = "page < 1 or page_size outside 1..100"),
     )
 )]
 #[get("/posts")]
 pub async fn list_posts(
+    req: HttpRequest,
     state: web::Data<BlogState>,
     query: web::Query<PostListQuery>,
 ) -> Result<HttpResponse, ApiError> {
@@ -69,7 +79,7 @@ pub async fn list_posts(
         tag.as_deref().unwrap_or("")
     );
     let service = state.service.clone();
-    cached_body(&state, key, async move {
+    cached_body(&state, &req, key, async move {
         Ok(service.list_published_json(page, tag.as_deref()).await?)
     })
     .await
@@ -77,22 +87,33 @@ pub async fn list_posts(
 
 #[utoipa::path(
     tag = "blog",
-    params(("post" = String, Path, description = "The post's slug (`/posts/{post}` takes a slug with GET, an id with PUT and DELETE)")),
+    params(
+        ("post" = String, Path, description = "The post's slug (`/posts/{post}` takes a slug with GET, an id with PUT and DELETE)"),
+        ("If-None-Match" = Option<String>, Header, description = "Entity tags of cached copies (or *): 304 when one matches"),
+    ),
     responses(
-        (status = 200, body = BlogPostResponse),
+        (status = 200, body = BlogPostResponse,
+            headers(
+                ("ETag" = String, description = "Strong entity tag of the body"),
+                ("Last-Modified" = String, description = "The post's updated_at, as an HTTP date"),
+                ("Cache-Control" = String, description = "BLOG_CACHE_CONTROL"),
+            )),
+        (status = 304, description = "Not modified: If-None-Match matches the current ETag (no body)"),
         (status = 404, description = "Post not found (also when it is not published)"),
     )
 )]
 #[get("/posts/{post}")]
 pub async fn get_post(
+    req: HttpRequest,
     state: web::Data<BlogState>,
     slug: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let slug = slug.into_inner();
     let key = format!("post:{slug}");
     let service = state.service.clone();
-    cached_body(&state, key, async move {
-        Ok(service.get_published_json(&slug).await?)
+    cached(&state, &req, key, async move {
+        let (body, updated_at) = service.get_published_json(&slug).await?;
+        Ok(CachedBody::new(body, JSON, Some(updated_at)))
     })
     .await
 }
@@ -162,7 +183,7 @@ pub async fn create_post(
         (status = 403, description = "Insufficient permissions"),
         (status = 404, description = "Post not found"),
         (status = 409, description = "Post slug already exists: <slug>"),
-        (status = 422, description = "A field breaks its limit, or Unknown tag: <slug>"),
+        (status = 422, description = "A field breaks its limit, Unknown tag: <slug>, or scheduled_at is not null"),
     )
 )]
 #[put("/posts/{post}")]
@@ -172,7 +193,7 @@ pub async fn update_post(
     path: web::Path<i64>,
     body: kernel::http::Json<BlogPostUpdate>,
 ) -> Result<web::Json<BlogPostResponse>, ApiError> {
-    let (id, patch) = (path.into_inner(), body.into_inner().into());
+    let (id, patch) = (path.into_inner(), body.into_inner().into_patch()?);
     let post = state.service.update_post(id, patch).await?;
     Ok(web::Json(post.into()))
 }
@@ -181,11 +202,16 @@ pub async fn update_post(
     tag = "blog",
     security(("bearer" = [])),
     params(("post_id" = i64, Path, description = "The post's id")),
+    request_body(content = Option<BlogPublishRequest>, description = "Optional. Without a body (or without `at`), or with an `at` that has come, the post is published now. With an `at` in the future, a draft stays a draft with `scheduled_at` set and is published then by a background task (the tasks module must be mounted)."),
     responses(
-        (status = 200, description = "Published; published_at is set the first time only", body = BlogPostResponse),
+        (status = 200, description = "Published (published_at is set the first time only), or scheduled: still a draft, with scheduled_at", body = BlogPostResponse),
         (status = 401, description = "Not authenticated"),
         (status = 403, description = "Insufficient permissions"),
         (status = 404, description = "Post not found"),
+        (status = 409, description = "A future `at` without the tasks module mounted, or for a post that is not a draft"),
+        (status = 413, description = "The body is over the limit"),
+        (status = 422, description = "`at` is not an RFC 3339 date-time, or is too far ahead"),
+        (status = 503, description = "The task queue cannot take the publication now (nothing changed): retry"),
     )
 )]
 #[post("/posts/{post_id}/publish")]
@@ -193,8 +219,23 @@ pub async fn publish_post(
     _editor: Editor,
     state: web::Data<BlogState>,
     path: web::Path<i64>,
+    body: kernel::http::OptionalJson<BlogPublishRequest>,
 ) -> Result<web::Json<BlogPostResponse>, ApiError> {
-    let post = state.service.publish_post(path.into_inner()).await?;
+    let id = path.into_inner();
+    let at = match body.0 {
+        Some(body) => body.at()?,
+        None => None,
+    };
+    let post = match at {
+        Some(at) if at > kernel::time::now() => {
+            if !state.can_schedule {
+                return Err(BlogError::SchedulingUnavailable.into());
+            }
+            state.service.schedule_post(id, at).await?
+        }
+        // Now or in the past: published now, as without a body.
+        _ => state.service.publish_post(id).await?,
+    };
     Ok(web::Json(post.into()))
 }
 

@@ -1,6 +1,6 @@
 //! Tags: list, create, update, delete.
 
-use actix_web::{HttpResponse, delete, get, post, put, web};
+use actix_web::{HttpRequest, HttpResponse, delete, get, post, put, web};
 use kernel::ApiError;
 
 use super::dto::{BlogTagCreate, BlogTagListResponse, BlogTagResponse, BlogTagUpdate};
@@ -8,12 +8,23 @@ use super::{BlogState, Editor, cached_json};
 
 #[utoipa::path(
     tag = "blog",
-    responses((status = 200, description = "Every tag, ordered by name", body = BlogTagListResponse))
+    params(("If-None-Match" = Option<String>, Header, description = "Entity tags of cached copies (or *): 304 when one matches")),
+    responses(
+        (status = 200, description = "Every tag, ordered by name", body = BlogTagListResponse,
+            headers(
+                ("ETag" = String, description = "Strong entity tag of the body"),
+                ("Cache-Control" = String, description = "BLOG_CACHE_CONTROL"),
+            )),
+        (status = 304, description = "Not modified: If-None-Match matches the current ETag (no body)"),
+    )
 )]
 #[get("/tags")]
-pub async fn list_tags(state: web::Data<BlogState>) -> Result<HttpResponse, ApiError> {
+pub async fn list_tags(
+    req: HttpRequest,
+    state: web::Data<BlogState>,
+) -> Result<HttpResponse, ApiError> {
     let service = state.service.clone();
-    cached_json(&state, "tags".to_owned(), async move {
+    cached_json(&state, &req, "tags".to_owned(), async move {
         let tags: Vec<BlogTagResponse> = service
             .list_tags()
             .await?

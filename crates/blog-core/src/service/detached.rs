@@ -7,13 +7,15 @@ use std::path::Path;
 
 use actix_web::web::Bytes;
 use async_trait::async_trait;
+use chrono::NaiveDateTime;
 use kernel::pagination::Page;
 use kernel::unit::Detached;
 
 use super::{
     Author, BlogService, ExportFile, ExportOptions, ImportOptions, ImportResult, NewPost, NewTag,
-    Post, PostPage, PostPatch, Tag, TagPatch,
+    Post, PostPage, PostPatch, Scheduled, Tag, TagPatch,
 };
+use crate::domain::feed::SitemapEntry;
 use crate::domain::post::PostStatus;
 use crate::error::BlogError;
 
@@ -48,9 +50,14 @@ impl BlogService for Detached<dyn BlogService> {
             .await
     }
 
-    async fn get_published_json(&self, slug: &str) -> Result<Bytes, BlogError> {
+    async fn get_published_json(&self, slug: &str) -> Result<(Bytes, NaiveDateTime), BlogError> {
         let slug = slug.to_owned();
         self.run(move |s| async move { s.get_published_json(&slug).await })
+            .await
+    }
+
+    async fn sitemap_entries(&self, limit: i64) -> Result<Vec<SitemapEntry>, BlogError> {
+        self.run(move |s| async move { s.sitemap_entries(limit).await })
             .await
     }
 
@@ -71,6 +78,21 @@ impl BlogService for Detached<dyn BlogService> {
 
     async fn publish_post(&self, id: i64) -> Result<Post, BlogError> {
         self.run(move |s| async move { s.publish_post(id).await })
+            .await
+    }
+
+    async fn schedule_post(&self, id: i64, at: NaiveDateTime) -> Result<Post, BlogError> {
+        self.run(move |s| async move { s.schedule_post(id, at).await })
+            .await
+    }
+
+    async fn publish_scheduled(&self, id: i64, at: NaiveDateTime) -> Result<Scheduled, BlogError> {
+        self.run(move |s| async move { s.publish_scheduled(id, at).await })
+            .await
+    }
+
+    async fn publish_overdue(&self) -> Result<usize, BlogError> {
+        self.run(move |s| async move { s.publish_overdue().await })
             .await
     }
 

@@ -4,8 +4,11 @@
 
 mod detached;
 mod posts;
+pub(crate) mod schedule;
 mod tags;
 mod transfer;
+
+pub use schedule::{PUBLISH_TASK, Scheduled};
 
 pub use transfer::{
     ExportFile, ExportOptions, ImportErrorItem, ImportOptions, ImportProgress, ImportResult,
@@ -27,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::export::{
     ExportFormat, ExportWriteError, ExportedPost, ExportedTag, write_json, write_zip,
 };
+use crate::domain::feed::SitemapEntry;
 use crate::domain::frontmatter::IncomingPost;
 use crate::domain::markdown::{self, Rendered};
 use crate::domain::post::{self, Checker, PostStatus, tag_name_key};
@@ -97,6 +101,8 @@ pub struct Post {
     pub seo_title: Option<String>,
     pub seo_description: Option<String>,
     pub hero_image_url: Option<String>,
+    /// When a draft is to be published by itself.
+    pub scheduled_at: Option<NaiveDateTime>,
     /// The content rendered to HTML (raw HTML escaped).
     pub content_html: String,
     /// Plain text from the start of the content, for posts without an excerpt.
@@ -165,6 +171,8 @@ pub struct PostPatch {
     pub seo_description: Option<Option<String>>,
     pub hero_image_url: Option<Option<String>>,
     pub tag_slugs: Option<Vec<String>>,
+    /// Cancels a scheduled publication.
+    pub unschedule: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -197,12 +205,25 @@ pub trait BlogService: Send + Sync {
     /// (`BlogPostListResponse` as JSON), written from each post's JSON stored with it.
     async fn list_published_json(&self, page: Page, tag: Option<&str>) -> Result<Bytes, BlogError>;
     /// [`get_published`](BlogService::get_published) as the HTTP answer's body
-    /// (`BlogPostResponse` as JSON), written from the JSON stored with the post.
-    async fn get_published_json(&self, slug: &str) -> Result<Bytes, BlogError>;
+    /// (`BlogPostResponse` as JSON), written from the JSON stored with the post, and the post's
+    /// `updated_at`.
+    async fn get_published_json(&self, slug: &str) -> Result<(Bytes, NaiveDateTime), BlogError>;
+    /// The published posts for the sitemap (slug and `updated_at`), newest publication first.
+    async fn sitemap_entries(&self, limit: i64) -> Result<Vec<SitemapEntry>, BlogError>;
     async fn get_post(&self, id: i64) -> Result<Post, BlogError>;
     async fn create_post(&self, author: &Author, input: NewPost) -> Result<Post, BlogError>;
     async fn update_post(&self, id: i64, patch: PostPatch) -> Result<Post, BlogError>;
+    /// Publishes now (and cancels a scheduled publication).
     async fn publish_post(&self, id: i64) -> Result<Post, BlogError>;
+    /// Schedules the draft `id` to be published at `at` (in the future; else publishes now):
+    /// `SchedulingUnavailable` without a job queue, `NotSchedulable` for other statuses.
+    async fn schedule_post(&self, id: i64, at: NaiveDateTime) -> Result<Post, BlogError>;
+    /// The scheduled publication's task: publishes `id` if it is still a draft scheduled for
+    /// `at` and `at` has come.
+    async fn publish_scheduled(&self, id: i64, at: NaiveDateTime) -> Result<Scheduled, BlogError>;
+    /// Publishes every scheduled draft whose time has passed (the sweep); how many.
+    async fn publish_overdue(&self) -> Result<usize, BlogError>;
+    /// Archives (and cancels a scheduled publication).
     async fn archive_post(&self, id: i64) -> Result<Post, BlogError>;
     async fn delete_post(&self, id: i64) -> Result<(), BlogError>;
     /// Every tag, ordered by name.
@@ -238,17 +259,26 @@ pub struct BlogServiceImpl {
     limits: ZipLimits,
     /// The public answers cached by the HTTP layer; cleared after every write.
     public: Arc<PublicCache>,
+    /// The job queue that runs scheduled publications, when the tasks module is mounted.
+    jobs: Option<Arc<dyn kernel::jobs::JobQueue>>,
 }
 
-/// Rendered JSON of the public reads (list pages, posts by slug, the tag list), by request.
-pub type PublicCache = kernel::cache::ReadCache<String, actix_web::web::Bytes>;
+/// The public reads' answers (list pages, posts by slug, the tag list, the feeds, the sitemap)
+/// with their entity tags, by request.
+pub type PublicCache = kernel::cache::ReadCache<String, crate::http::caching::CachedBody>;
 
 impl BlogServiceImpl {
-    pub fn new(pool: DbPool, limits: ZipLimits, public: Arc<PublicCache>) -> Self {
+    pub fn new(
+        pool: DbPool,
+        limits: ZipLimits,
+        public: Arc<PublicCache>,
+        jobs: Option<Arc<dyn kernel::jobs::JobQueue>>,
+    ) -> Self {
         Self {
             pool,
             limits,
             public,
+            jobs,
         }
     }
 
@@ -441,6 +471,7 @@ pub(crate) fn assemble(row: PostRow, tags: Vec<Tag>) -> Post {
         seo_title: row.seo_title,
         seo_description: row.seo_description,
         hero_image_url: row.hero_image_url,
+        scheduled_at: row.scheduled_at,
         content_html: row.content_html,
         derived_excerpt: row.derived_excerpt,
         tags,
@@ -547,8 +578,12 @@ impl BlogService for BlogServiceImpl {
         BlogServiceImpl::list_published_json(self, page, tag).await
     }
 
-    async fn get_published_json(&self, slug: &str) -> Result<Bytes, BlogError> {
+    async fn get_published_json(&self, slug: &str) -> Result<(Bytes, NaiveDateTime), BlogError> {
         BlogServiceImpl::get_published_json(self, slug).await
+    }
+
+    async fn sitemap_entries(&self, limit: i64) -> Result<Vec<SitemapEntry>, BlogError> {
+        BlogServiceImpl::sitemap_entries(self, limit).await
     }
 
     async fn get_post(&self, id: i64) -> Result<Post, BlogError> {
@@ -567,6 +602,21 @@ impl BlogService for BlogServiceImpl {
 
     async fn publish_post(&self, id: i64) -> Result<Post, BlogError> {
         let result = BlogServiceImpl::publish_post(self, id).await;
+        self.changed(result)
+    }
+
+    async fn schedule_post(&self, id: i64, at: NaiveDateTime) -> Result<Post, BlogError> {
+        let result = BlogServiceImpl::schedule_post(self, id, at).await;
+        self.changed(result)
+    }
+
+    async fn publish_scheduled(&self, id: i64, at: NaiveDateTime) -> Result<Scheduled, BlogError> {
+        let result = BlogServiceImpl::publish_scheduled(self, id, at).await;
+        self.changed(result)
+    }
+
+    async fn publish_overdue(&self) -> Result<usize, BlogError> {
+        let result = BlogServiceImpl::publish_overdue(self).await;
         self.changed(result)
     }
 
@@ -679,6 +729,7 @@ mod tests {
                 content_html: texts[3].clone(),
                 derived_excerpt: if derived_empty { String::new() } else { texts[4].clone() },
                 tag_ids: String::new(),
+                scheduled_at: (!published).then(|| time(times[0].0, times[0].1)),
             }
         }
     }

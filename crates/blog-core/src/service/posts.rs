@@ -79,20 +79,25 @@ impl BlogServiceImpl {
         })
     }
 
-    /// A published post's answer (`BlogPostResponse` as JSON), written from its stored JSON.
-    pub(super) async fn get_published_json(&self, slug: &str) -> Result<Bytes, BlogError> {
+    /// A published post's answer (`BlogPostResponse` as JSON), written from its stored JSON, and
+    /// its `updated_at`.
+    pub(super) async fn get_published_json(
+        &self,
+        slug: &str,
+    ) -> Result<(Bytes, NaiveDateTime), BlogError> {
         kernel::read_snapshot!(&self.pool, BlogError, |conn| {
             let row = store::find_post_json_by_slug(conn, &slugify(slug, POST_SLUG_MAX))
                 .await?
                 .filter(|r| r.status == PostStatus::Published.as_str())
                 .ok_or(BlogError::PostNotFound)?;
+            let updated_at = row.updated_at;
             let mut out = Vec::with_capacity(json_capacity(std::slice::from_ref(&row)));
             Self::write_posts_json(conn, vec![row], &mut out).await?;
             if out.is_empty() {
                 // Its stored JSON was unusable and the row went before it could be read again.
                 return Err(BlogError::PostNotFound);
             }
-            Ok(Bytes::from(out))
+            Ok((Bytes::from(out), updated_at))
         })
     }
 
@@ -212,6 +217,7 @@ impl BlogServiceImpl {
                 seo_title: nullable(&patch.seo_title),
                 seo_description: nullable(&patch.seo_description),
                 hero_image_url: nullable(&patch.hero_image_url),
+                scheduled_at: patch.unschedule.then_some(None),
                 updated_at: Some(now),
                 ..PostChanges::default()
             };
@@ -241,6 +247,7 @@ impl BlogServiceImpl {
             let changes = PostChanges {
                 status: Some(status.as_str()),
                 published_at: Some(published_at),
+                scheduled_at: current.scheduled_at.map(|_| None),
                 updated_at: Some(now),
                 ..PostChanges::default()
             };
@@ -261,6 +268,7 @@ impl BlogServiceImpl {
             let changes = PostChanges {
                 status: Some(status.as_str()),
                 published_at: Some(published_at),
+                scheduled_at: current.scheduled_at.map(|_| None),
                 updated_at: Some(now),
                 ..PostChanges::default()
             };

@@ -514,6 +514,8 @@ impl ImportRun {
             published_at: Some(post.published_at),
             content_html: Some(&post.rendered.html),
             derived_excerpt: Some(&post.rendered.excerpt),
+            // The export format has no schedule: an overwritten post is not scheduled.
+            scheduled_at: Some(None),
         };
         store::update_post(tx, id, &changes).await?;
         store::set_post_tags(tx, id, &self.tag_ids(post)).await?;

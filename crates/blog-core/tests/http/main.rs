@@ -63,11 +63,24 @@ struct Ctx {
 }
 
 async fn start(db: TestDb, config: BlogConfig, auth: bool) -> Ctx {
+    start_with(db, config, auth, None).await
+}
+
+/// [`start`] with a job queue (scheduled publishing).
+async fn start_with(
+    db: TestDb,
+    config: BlogConfig,
+    auth: bool,
+    jobs: Option<Arc<dyn kernel::jobs::JobQueue>>,
+) -> Ctx {
     let pool = db.migrated_pool(&[blog_core::MIGRATIONS]).await;
     let mut deps = Deps::new(pool.clone()).unwrap();
     deps.read_cache = db.read_cache;
     if auth {
         deps = deps.with_authenticator(Arc::new(StubAuthenticator));
+    }
+    if let Some(jobs) = jobs {
+        deps = deps.with::<dyn kernel::jobs::JobQueue>(jobs);
     }
     let module = Arc::new(BlogModule::build(config, &deps).await.unwrap());
     let server = spawn_modules(vec![module.clone()]);
@@ -298,8 +311,10 @@ fn unzip(bytes: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
+mod caching;
 mod cancellation;
 mod export;
+mod feeds;
 mod import;
 mod import_bulk;
 mod lists;
@@ -307,3 +322,4 @@ mod nul;
 mod posts;
 mod protection;
 mod rendering;
+mod scheduling;
