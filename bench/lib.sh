@@ -310,10 +310,17 @@ capture_end() { # DATABASE_URL VARY [REQUESTS]
   count=$(python3 bench/pg_capture.py script "$work/statements.jsonl" "$capture_offset" \
     "$work/request.sql" $vary)
   [ "$count" -gt 0 ] || die "no statement was captured"
-  pgbench -n -M prepared -c "$conns" -j 2 -T "$duration" -f "$work/request.sql" "$url" >"$out" 2>&1 ||
-    { cat "$out" "$work/request.sql" >&2; die "pgbench failed"; }
-  grep -q '^number of failed transactions: 0 ' "$out" || { cat "$out" >&2; die "pgbench saw failures"; }
-  pg_ceiling=$(awk -v n="$requests" '/^tps = / {print $3 * n; exit}' "$out")
+  # At the HTTP load's connections, and at keel's pool size (its own concurrency on the database):
+  # on a few cores PostgreSQL may do better with fewer backends. The ceiling is the better one.
+  local clients best=0 tps
+  for clients in "$conns" "$pg_pool_size"; do
+    pgbench -n -M prepared -c "$clients" -j 2 -T "$duration" -f "$work/request.sql" "$url" >"$out" 2>&1 ||
+      { cat "$out" "$work/request.sql" >&2; die "pgbench failed"; }
+    grep -q '^number of failed transactions: 0 ' "$out" || { cat "$out" >&2; die "pgbench saw failures"; }
+    tps=$(awk '/^tps = / {print $3; exit}' "$out")
+    best=$(awk -v a="$best" -v b="$tps" 'BEGIN {print (b > a ? b : a)}')
+  done
+  pg_ceiling=$(awk -v n="$requests" -v t="$best" 'BEGIN {print t * n}')
   pg_statements=$(awk -v c="$count" -v n="$requests" 'BEGIN {printf "%g", c / n}')
   if [ -n "${BENCH_SQL_DIR:-}" ]; then
     captures=$((captures + 1))
@@ -322,6 +329,7 @@ capture_end() { # DATABASE_URL VARY [REQUESTS]
   fi
 }
 captures=0
+pg_pool_size=10   # keel's DATABASE_POOL_SIZE default on PostgreSQL
 
 # ---------------------------------------------------------------- backends
 

@@ -41,7 +41,7 @@ bench_backend() { # label DATABASE_URL
     wrk_load "$conns" "$keel_base$slug_path"
     result[slug_$cache]="$rate $p50 $p99"
     if [ $cache = on ]; then
-      etag=$(curl -sfI "$keel_base$slug_path" | tr -d '\r' | awk -F': ' 'tolower($1) == "etag" {print $2}')
+      etag=$(curl -sf -D - -o /dev/null "$keel_base$slug_path" | tr -d '\r' | awk -F': ' 'tolower($1) == "etag" {print $2}')
       [ -n "$etag" ] || die "the post answered no ETag"
       wrk_load "$conns" -H "If-None-Match: $etag" "$keel_base$slug_path"
       result[slug304]="$rate $p50 $p99"
