@@ -26,8 +26,11 @@ use diesel_migrations::EmbeddedMigrations;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 use diesel_migrations::MigrationHarness;
 
+mod cached;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+
+pub use cached::Cached;
 
 #[cfg(feature = "sqlite")]
 pub use sqlite::{InIds, SqliteConn, SqliteRunQueryDsl, SqliteTransactions, in_ids};

@@ -5,6 +5,7 @@ use diesel::{
     BoolExpressionMethods, ExpressionMethods, Insertable, NullableExpressionMethods,
     OptionalExtension, QueryDsl, QueryResult, Queryable, Selectable, SelectableHelper,
 };
+use kernel::db::Cached;
 use kernel::{DbConn, with_conn};
 
 use crate::schema::{payment_disputes, payment_transactions};
@@ -97,16 +98,18 @@ pub async fn link_disputes(
 ) -> QueryResult<()> {
     let (pi, ch) = (payment_intent.unwrap_or(""), charge.unwrap_or(""));
     with_conn!(conn, |c| {
-        diesel::update(
-            payment_disputes::table
-                .filter(payment_disputes::transaction_id.is_null())
-                .filter(
-                    payment_disputes::payment_intent_id
-                        .eq(pi)
-                        .or(payment_disputes::charge_id.eq(ch)),
-                ),
+        Cached(
+            diesel::update(
+                payment_disputes::table
+                    .filter(payment_disputes::transaction_id.is_null())
+                    .filter(
+                        payment_disputes::payment_intent_id
+                            .eq(pi)
+                            .or(payment_disputes::charge_id.eq(ch)),
+                    ),
+            )
+            .set(payment_disputes::transaction_id.eq(transaction_id)),
         )
-        .set(payment_disputes::transaction_id.eq(transaction_id))
         .execute(c)
         .await
         .map(drop)

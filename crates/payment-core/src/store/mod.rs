@@ -17,6 +17,7 @@ use diesel::{
     CombineDsl, ExpressionMethods, Insertable, OptionalExtension, QueryDsl, QueryResult, Queryable,
     Selectable, SelectableHelper,
 };
+use kernel::db::Cached;
 use kernel::{DbConn, with_conn};
 
 use crate::schema::{
@@ -253,10 +254,12 @@ pub async fn find_charge(
         match parts.next() {
             None => Ok(Vec::new()),
             Some(first) => match (parts.next(), parts.next()) {
-                (None, _) => first.load(c).await,
-                (Some(second), None) => first.union_all(second).load(c).await,
+                (None, _) => Cached(first).load(c).await,
+                (Some(second), None) => Cached(first.union_all(second)).load(c).await,
                 (Some(second), Some(third)) => {
-                    first.union_all(second).union_all(third).load(c).await
+                    Cached(first.union_all(second).union_all(third))
+                        .load(c)
+                        .await
                 }
             },
         }
@@ -286,19 +289,21 @@ pub async fn insert_transaction(
     new: &NewTransaction,
 ) -> QueryResult<TransactionRow> {
     with_conn!(conn, |c| {
-        diesel::insert_into(payment_transactions::table)
-            .values(new)
-            .returning(TransactionRow::as_returning())
-            .get_result(c)
-            .await
+        Cached(
+            diesel::insert_into(payment_transactions::table)
+                .values(new)
+                .returning(TransactionRow::as_returning()),
+        )
+        .get_result(c)
+        .await
     })
 }
 
 /// Writes back a charge changed in memory.
 pub async fn save_transaction(conn: &mut DbConn<'_>, row: &TransactionRow) -> QueryResult<()> {
     with_conn!(conn, |c| {
-        diesel::update(payment_transactions::table.find(row.id))
-            .set((
+        Cached(
+            diesel::update(payment_transactions::table.find(row.id)).set((
                 payment_transactions::user_id.eq(row.user_id),
                 payment_transactions::provider_customer_id.eq(&row.provider_customer_id),
                 payment_transactions::status.eq(&row.status),
@@ -309,22 +314,25 @@ pub async fn save_transaction(conn: &mut DbConn<'_>, row: &TransactionRow) -> Qu
                 payment_transactions::payment_intent_id.eq(&row.payment_intent_id),
                 payment_transactions::charge_id.eq(&row.charge_id),
                 payment_transactions::updated_at.eq(row.updated_at),
-            ))
-            .execute(c)
-            .await
-            .map(drop)
+            )),
+        )
+        .execute(c)
+        .await
+        .map(drop)
     })
 }
 
 /// Gives a charge's refunds its user when they were stored before it had one.
 pub async fn adopt_refunds(conn: &mut DbConn<'_>, parent_id: i64, user_id: i64) -> QueryResult<()> {
     with_conn!(conn, |c| {
-        diesel::update(
-            payment_transactions::table
-                .filter(payment_transactions::parent_id.eq(parent_id))
-                .filter(payment_transactions::user_id.is_null()),
+        Cached(
+            diesel::update(
+                payment_transactions::table
+                    .filter(payment_transactions::parent_id.eq(parent_id))
+                    .filter(payment_transactions::user_id.is_null()),
+            )
+            .set(payment_transactions::user_id.eq(user_id)),
         )
-        .set(payment_transactions::user_id.eq(user_id))
         .execute(c)
         .await
         .map(drop)
@@ -342,12 +350,11 @@ macro_rules! counted {
         if let Some(status) = $status {
             query = query.filter(payment_transaction_counts::status.eq(status));
         }
-        query
-            .select(sql::<BigInt>(
-                "CAST(COALESCE(SUM(transactions), 0) AS BIGINT)",
-            ))
-            .get_result::<i64>($c)
-            .await
+        Cached(query.select(sql::<BigInt>(
+            "CAST(COALESCE(SUM(transactions), 0) AS BIGINT)",
+        )))
+        .get_result::<i64>($c)
+        .await
     }};
 }
 
