@@ -5,6 +5,7 @@ use diesel::{
     ExpressionMethods, Insertable, OptionalExtension, QueryDsl, QueryResult, Queryable, Selectable,
     SelectableHelper,
 };
+use kernel::db::Cached;
 use kernel::{DbConn, with_conn};
 
 use crate::schema::comms_messages;
@@ -55,11 +56,13 @@ pub struct MessageFilter<'a> {
 
 pub async fn insert(conn: &mut DbConn<'_>, new: &NewMessageRow<'_>) -> QueryResult<MessageRow> {
     with_conn!(conn, |c| {
-        diesel::insert_into(comms_messages::table)
-            .values(new)
-            .returning(MessageRow::as_returning())
-            .get_result(c)
-            .await
+        Cached(
+            diesel::insert_into(comms_messages::table)
+                .values(new)
+                .returning(MessageRow::as_returning()),
+        )
+        .get_result(c)
+        .await
     })
 }
 
@@ -129,23 +132,21 @@ pub async fn advance(
             .filter(comms_messages::status.eq_any(below));
         match error {
             Some(error) => {
-                diesel::update(target)
-                    .set((
-                        comms_messages::status.eq(status),
-                        comms_messages::error.eq(error),
-                        comms_messages::updated_at.eq(now),
-                    ))
-                    .execute(c)
-                    .await
+                Cached(diesel::update(target).set((
+                    comms_messages::status.eq(status),
+                    comms_messages::error.eq(error),
+                    comms_messages::updated_at.eq(now),
+                )))
+                .execute(c)
+                .await
             }
             None => {
-                diesel::update(target)
-                    .set((
-                        comms_messages::status.eq(status),
-                        comms_messages::updated_at.eq(now),
-                    ))
-                    .execute(c)
-                    .await
+                Cached(diesel::update(target).set((
+                    comms_messages::status.eq(status),
+                    comms_messages::updated_at.eq(now),
+                )))
+                .execute(c)
+                .await
             }
         }
     })
