@@ -7,7 +7,8 @@
 #   kustomization's resource list against the folder;
 # - the manifests against checkov (each skipped rule carries its reason in the manifest).
 # The tools come from deploy/requirements.txt, in a virtual environment under the cargo target
-# directory, installed once per change of that file.
+# directory, installed once per change of that file; podman (which podman-compose runs) from
+# Debian's packages when it is missing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 target="${CARGO_TARGET_DIR:-target}"
@@ -18,6 +19,14 @@ kubernetes_version=1.30.0
 
 log() { printf '\n== %s\n' "$*"; }
 fail() { printf 'FAILED: %s\n' "$*" >&2; exit 1; }
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# podman-compose renders through podman itself (`podman version` first): Debian's package.
+if ! command -v podman >/dev/null 2>&1; then
+  log "Installing podman"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq podman uidmap >/dev/null
+fi
 
 if ! cmp -s "$requirements" "$venv/.requirements" 2>/dev/null; then
   log "Installing the deployment lint tools (deploy/requirements.txt)"
