@@ -3,9 +3,9 @@
 # (validate, the Resend call, the log row; the simulator then posts two signed delivery events
 # back per email, which keel verifies and applies), then GET /comms/health while 64 email sends
 # each wait 2 s on the provider. The send's ceiling is the simulator's own rate for the very call
-# Keel makes (bench/sim_call.py repeats it with wrk, the simulator posting its delivery events to
-# the bare handler meanwhile); the health's, the bare actix-web handler answering the same body to
-# the same requests. keel serves only the comms module (open: no token).
+# Keel makes (bench/sim_call.py repeats it with wrk; the simulator then has no webhook to post its
+# delivery events to, which in Keel's run are Keel's work); the health's, the bare actix-web
+# handler answering the same body to the same requests. keel serves only the comms module (open: no token).
 # Usage: bash bench/comms.sh [postgres://user@host:5432/postgres]   (needs wrk and python3)
 # SQLite always; with a PostgreSQL URL, PostgreSQL too, in a scratch database.
 source "$(dirname "$0")/lib.sh"
@@ -48,13 +48,10 @@ bench_backend() { # label DATABASE_URL
   stop "$keel_pid"
   stop "$sim_pid"
 
-  say "the provider call alone, against the simulator (its events to the bare handler)"
-  echo '{}' >"$work/ok.json"
-  start_bare "$work/ok.json"
-  start_sim $sim_port --resend-webhook-url "http://127.0.0.1:$bare_port/"
+  say "the provider call alone, against the simulator"
+  start_sim $sim_port
   wrk_load "$conns" -s "$work/provider.lua" "$sim_base$call_path"
   stop "$sim_pid"
-  stop "$bare_pid"
   row "\`POST /api/v1/comms/email/send\` (provider-sim as Resend)" "wrk, $conns conn." \
     "$send_rate" req/s "$send_p50" "$send_p99" "$rate" "provider-sim, the same Resend call"
 
