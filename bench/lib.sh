@@ -282,8 +282,8 @@ start_capture() { # URL
 }
 capture_port=8099
 
-# The statements one request sends, run by pgbench (prepared, the same connections and duration
-# as the HTTP load) against DATABASE_URL. The request (curl arguments) goes to a keel started on
+# The statements one request sends, run by pgbench (prepared, for the HTTP load's duration; see
+# capture_end for the connections) against DATABASE_URL. The request (curl arguments) goes to a keel started on
 # capture_url; it is sent twice first, so that connections and prepared statements are warm, then
 # once more, captured. Literals matching VARY (a regular expression, may be empty) get a fresh
 # value in each pgbench transaction, so that a write makes new rows as the request did. Sets
