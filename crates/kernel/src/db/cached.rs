@@ -46,6 +46,7 @@ impl<Q: QueryFragment<DB>, DB: Backend> QueryFragment<DB> for Cached<Q> {
 impl<Q, Conn> diesel::RunQueryDsl<Conn> for Cached<Q> {}
 
 #[cfg(all(test, feature = "postgres"))]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use std::sync::{Arc, Mutex};
 
