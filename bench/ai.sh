@@ -16,6 +16,23 @@ sim_port=9932
 hold=${BENCH_AI_HOLD:-10000}
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
+# Waits (at most 65 s: TIME_WAIT lasts 60) until COUNT local ports are free beside the sockets
+# that earlier runs left in TIME_WAIT: each held stream takes two loopback connections.
+wait_for_ports() { # COUNT
+  local low high range waiting deadline=$(( $(date +%s) + 65 ))
+  read -r low high </proc/sys/net/ipv4/ip_local_port_range
+  range=$(( high - low + 1 ))
+  while :; do
+    waiting=$(ss -Htan state time-wait | wc -l)
+    [ $(( range - waiting )) -ge "$1" ] && return
+    [ "$(date +%s)" -ge $deadline ] && {
+      say "only $(( range - waiting )) of $range local ports free ($waiting in TIME_WAIT) for $1: streams may fail to connect"
+      return
+    }
+    sleep 5
+  done
+}
+
 bench_backend() { # label DATABASE_URL
   local url=$2 figures stream_rate stream_p50 stream_p99 sim_env lines
   start_sim $sim_port --chunk-delay-ms 0
@@ -70,6 +87,7 @@ PY
     curl -sf -X POST "$sim_base/_sim/llm/chunk-delay" -H 'content-type: application/json' -d '{"ms": 2000}' >/dev/null
     start_keel $port DATABASE_URL="$url" KEEL_MODULES=ai AI_PROVIDER=openai \
       AI_CONVERSATION_STORE=database "${sim_env[@]}"
+    wait_for_ports $((2 * hold))
     say "$(fmt_rate "$hold") streams opened at once, the provider writing one word every 2 s"
     lines=$(python3 bench/ai_streams.py 127.0.0.1 $port /ai/chat/stream "$hold" 60 "$keel_pid") ||
       die "the held streams failed"

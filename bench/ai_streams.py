@@ -5,6 +5,7 @@ Prints the number of streams that got a first chunk, the time to first chunk (me
 with PID, that process's RSS while every stream is open.
 """
 import asyncio
+import collections
 import statistics
 import sys
 import time
@@ -27,32 +28,37 @@ def rss_kib(pid):
     return 0
 
 
-async def one(first, opened):
+async def one(first, opened, failed):
     start = time.monotonic()
     try:
         reader, writer = await asyncio.open_connection(HOST, PORT)
-    except OSError:
+    except OSError as e:
+        failed[f"connect: {e.strerror or e}"] += 1
         return
-    writer.write(REQUEST)
-    await writer.drain()
     seen = b""
     try:
+        writer.write(REQUEST)
+        await writer.drain()
         while b"event: chunk" not in seen:
             data = await reader.read(4096)
             if not data:
+                status = seen.split(b"\r\n", 1)[0].decode(errors="replace") or "no answer"
+                failed[f"closed before a chunk ({status})"] += 1
                 return
             seen += data
         first.append(time.monotonic() - start)
         opened.set() if len(first) == COUNT else None
         await asyncio.sleep(HOLD)
+    except OSError as e:
+        failed[f"read: {e.strerror or e}"] += 1
     finally:
         writer.close()
 
 
 async def main():
-    first, opened = [], asyncio.Event()
+    first, opened, failed = [], asyncio.Event(), collections.Counter()
     before = rss_kib(PID) if PID else 0
-    tasks = [asyncio.create_task(one(first, opened)) for _ in range(COUNT)]
+    tasks = [asyncio.create_task(one(first, opened, failed)) for _ in range(COUNT)]
     try:
         await asyncio.wait_for(opened.wait(), timeout=HOLD)
     except asyncio.TimeoutError:
@@ -60,6 +66,11 @@ async def main():
     during = rss_kib(PID) if PID else 0
     got = len(first)
     print(f"streams with a first chunk: {got} of {COUNT}")
+    waiting = COUNT - got - sum(failed.values())
+    if waiting:
+        failed[f"no chunk within {HOLD:.0f} s"] = waiting
+    if failed:
+        print("the others: " + ", ".join(f"{n} {why}" for why, n in failed.most_common()))
     if got:
         first.sort()
         p99 = first[min(got - 1, int(got * 0.99))]

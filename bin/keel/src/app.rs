@@ -3,6 +3,7 @@
 
 use std::net::TcpListener;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use actix_http::error::DispatchError;
@@ -220,10 +221,14 @@ impl Application {
         // that also closes idle keep-alive connections.
         let builder = Server::build();
         let shutdown = builder.graceful_shutdown_signal();
+        // The factory runs once on each worker thread as it starts: each takes its own part of
+        // the PostgreSQL pool (`kernel::db::pin_thread`).
+        let started = Arc::new(AtomicUsize::new(0));
         let server = builder
             .workers(workers)
             .shutdown_timeout(shutdown_timeout)
             .listen("keel", listener, move || {
+                kernel::db::pin_thread(started.fetch_add(1, Ordering::Relaxed));
                 // The head and URL limits are the innermost middleware: they still run before
                 // routing, and their 431 and 414 get the request id, the log line, CORS headers
                 // and metrics.

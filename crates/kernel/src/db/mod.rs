@@ -27,10 +27,18 @@ use diesel_migrations::EmbeddedMigrations;
 use diesel_migrations::MigrationHarness;
 
 mod cached;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 pub use cached::Cached;
+#[cfg(feature = "postgres")]
+pub use postgres::{PgPool, pin_thread};
+
+/// See the PostgreSQL build's `pin_thread`: without PostgreSQL there is nothing to pin.
+#[cfg(not(feature = "postgres"))]
+pub fn pin_thread(_index: usize) {}
 
 #[cfg(feature = "sqlite")]
 pub use sqlite::{InIds, SqliteConn, SqliteRunQueryDsl, SqliteTransactions, in_ids};
@@ -133,7 +141,7 @@ pub fn parse_url(url: &str) -> Result<(Backend, String), DbError> {
 #[derive(Clone)]
 pub enum DbPool {
     #[cfg(feature = "postgres")]
-    Postgres(Pool<AsyncPgConnection>),
+    Postgres(PgPool),
     #[cfg(feature = "sqlite")]
     Sqlite(Pool<SqliteConn>),
 }
@@ -251,24 +259,14 @@ impl DbPool {
         match backend {
             #[cfg(feature = "postgres")]
             Backend::Postgres => {
-                // No test query per checkout (a round trip on every request): a connection the
-                // server closed is seen closed by its background task and discarded on return,
-                // and a query on one lost silently answers 503 once (`is_connection_lost`).
-                let mut config = ManagerConfig::<AsyncPgConnection>::default();
-                config.recycling_method = RecyclingMethod::Fast;
-                let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
-                    target, config,
-                );
-                let pool = Pool::builder(manager)
-                    .max_size(max_size.max(1))
-                    .runtime(deadpool::Runtime::Tokio1)
-                    .wait_timeout(Some(timeout))
-                    .create_timeout(Some(timeout))
-                    .build()
-                    .map_err(|e| DbError::Connect(e.to_string()))?;
-                let db = DbPool::Postgres(pool);
-                db.ping().await?;
-                Ok(db)
+                let cores = std::thread::available_parallelism().map_or(1, usize::from);
+                let pool = PgPool::new(&target, max_size, cores, timeout)?;
+                // Checked on a connection of its own: one opened here would be driven by this
+                // thread for as long as it lived (see `PgPool`).
+                let mut probe = pool.get().await?;
+                probe.batch_execute("SELECT 1").await?;
+                drop(Object::take(probe));
+                Ok(DbPool::Postgres(pool))
             }
             #[cfg(feature = "sqlite")]
             Backend::Sqlite => {

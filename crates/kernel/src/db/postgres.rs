@@ -1,0 +1,228 @@
+//! PostgreSQL connections kept near the thread that uses them.
+//!
+//! A connection's socket is driven by a task of its own (tokio-postgres' `Connection`), spawned on
+//! the runtime of the thread that opened it, and every query crosses to that task and back. With
+//! one shared pool a request on one HTTP worker thread often gets a connection opened by another,
+//! so each statement wakes a second thread twice: under load that was a quarter of the server's CPU
+//! in the scheduler. Here the pool is split into one part per core: a thread takes connections
+//! from its own part, where they were opened by threads of that part (in a server, the one HTTP
+//! worker of that core), and only borrows from another part when its own has no connection idle
+//! and no room to open one.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use deadpool::managed::{PoolError, Timeouts};
+use diesel_async::AsyncPgConnection;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, PoolError as ConnectError, RecyclingMethod,
+};
+
+use super::DbError;
+
+/// One part: no test query per checkout (a round trip on every request). A connection the server
+/// closed is seen closed by its background task and discarded on return, and a query on one lost
+/// silently answers 503 once (`DbError::is_connection_lost`).
+fn part(url: &str, size: usize, timeout: Duration) -> Result<Pool<AsyncPgConnection>, DbError> {
+    let mut config = ManagerConfig::<AsyncPgConnection>::default();
+    config.recycling_method = RecyclingMethod::Fast;
+    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(deadpool::Runtime::Tokio1)
+        .wait_timeout(Some(timeout))
+        .create_timeout(Some(timeout))
+        .build()
+        .map_err(|e| DbError::Connect(e.to_string()))
+}
+
+/// A PostgreSQL pool split into parts, one per core (see the module documentation).
+#[derive(Clone)]
+pub struct PgPool {
+    parts: Arc<[Pool<AsyncPgConnection>]>,
+}
+
+/// The next part handed to a thread that asks for the first time.
+static NEXT_PART: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's part: set by [`pin_thread`], else by the order in which threads first asked.
+    static PART: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Makes the current thread the `index`th of a server's worker threads (0, 1, ...): it takes
+/// PostgreSQL connections from part `index` (modulo the number of parts) of every pool, so that
+/// as many workers as cores never share a part. A thread that is not pinned gets the next part
+/// in turn when it first asks.
+pub fn pin_thread(index: usize) {
+    PART.with(|part| part.set(Some(index)));
+}
+
+fn this_threads_part() -> usize {
+    PART.with(|part| match part.get() {
+        Some(index) => index,
+        None => {
+            let next = NEXT_PART.fetch_add(1, Ordering::Relaxed);
+            part.set(Some(next));
+            next
+        }
+    })
+}
+
+impl PgPool {
+    /// A pool of at most `max_size` connections to `url`, split into `parts` (at most one per
+    /// connection), whose checkouts wait at most `timeout` (see [`DbPool::connect_with_timeout`](super::DbPool::connect_with_timeout)).
+    pub(super) fn new(
+        url: &str,
+        max_size: usize,
+        parts: usize,
+        timeout: Duration,
+    ) -> Result<Self, DbError> {
+        let max_size = max_size.max(1);
+        let parts = parts.clamp(1, max_size);
+        let parts = (0..parts)
+            // The first `max_size % parts` parts take one connection more.
+            .map(|i| {
+                part(
+                    url,
+                    max_size / parts + usize::from(i < max_size % parts),
+                    timeout,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(PgPool {
+            parts: parts.into(),
+        })
+    }
+
+    /// Checks a connection out: from this thread's part, else from another part that has one idle
+    /// or room to open one (so that one thread can still use the whole pool), else by waiting for
+    /// this thread's part (at most the pool's wait timeout).
+    pub async fn get(&self) -> Result<Object<AsyncPgConnection>, PoolError<ConnectError>> {
+        let own = this_threads_part() % self.parts.len();
+        let now = Timeouts {
+            wait: Some(Duration::ZERO),
+            ..self.parts[own].timeouts()
+        };
+        match self.parts[own].timeout_get(&now).await {
+            Err(PoolError::Timeout(_)) => {}
+            got => return got,
+        }
+        for (i, part) in self.parts.iter().enumerate() {
+            if i != own
+                && let Ok(conn) = part.timeout_get(&now).await
+            {
+                return Ok(conn);
+            }
+        }
+        self.parts[own].get().await
+    }
+
+    /// The sum of the parts' states.
+    pub fn status(&self) -> deadpool::Status {
+        self.parts.iter().map(Pool::status).fold(
+            deadpool::Status {
+                max_size: 0,
+                size: 0,
+                available: 0,
+                waiting: 0,
+            },
+            |sum, s| deadpool::Status {
+                max_size: sum.max_size + s.max_size,
+                size: sum.size + s.size,
+                available: sum.available + s.available,
+                waiting: sum.waiting + s.waiting,
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use diesel::dsl::sql;
+    use diesel::sql_types::Integer;
+    use diesel_async::RunQueryDsl;
+
+    use super::*;
+
+    #[test]
+    fn the_connections_are_spread_over_the_parts() {
+        let sizes = |max_size, parts| {
+            let pool = PgPool::new("postgres://unused", max_size, parts, Duration::from_secs(1));
+            let pool = pool.unwrap();
+            let sizes: Vec<_> = pool.parts.iter().map(|p| p.status().max_size).collect();
+            assert_eq!(pool.status().max_size, sizes.iter().sum::<usize>());
+            sizes
+        };
+        assert_eq!(sizes(10, 2), [5, 5]);
+        assert_eq!(sizes(5, 2), [3, 2]);
+        assert_eq!(sizes(1, 4), [1], "never a part without a connection");
+        assert_eq!(sizes(0, 0), [1]);
+    }
+
+    async fn backend_pid(conn: &mut AsyncPgConnection) -> i32 {
+        diesel::select(sql::<Integer>("pg_backend_pid()"))
+            .get_result(conn)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_thread_takes_its_own_part_first_then_borrows_an_idle_connection() {
+        let Ok(url) = std::env::var("TEST_DATABASE_URL") else {
+            return; // PostgreSQL half: needs TEST_DATABASE_URL
+        };
+        let pool = PgPool::new(&url, 2, 2, Duration::from_millis(200)).unwrap();
+        pin_thread(0);
+        let first = backend_pid(&mut pool.get().await.unwrap()).await;
+        assert_eq!(
+            backend_pid(&mut pool.get().await.unwrap()).await,
+            first,
+            "part 0's idle connection again"
+        );
+        pin_thread(1);
+        let mut own = pool.get().await.unwrap();
+        assert_ne!(backend_pid(&mut own).await, first, "part 1 opens its own");
+        let mut borrowed = pool.get().await.unwrap();
+        assert_eq!(
+            backend_pid(&mut borrowed).await,
+            first,
+            "part 1 is full: part 0's idle connection is lent"
+        );
+        assert!(
+            matches!(pool.get().await, Err(PoolError::Timeout(_))),
+            "both parts busy: waits for its own, up to the timeout"
+        );
+        drop(own);
+        assert_eq!(pool.status().available, 1);
+        assert_eq!(pool.status().size, 2);
+    }
+
+    #[tokio::test]
+    async fn one_thread_can_use_the_whole_pool() {
+        let Ok(url) = std::env::var("TEST_DATABASE_URL") else {
+            return; // PostgreSQL half: needs TEST_DATABASE_URL
+        };
+        let pool = PgPool::new(&url, 4, 2, Duration::from_millis(200)).unwrap();
+        pin_thread(1);
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(pool.get().await.unwrap());
+        }
+        let mut pids = Vec::new();
+        for conn in &mut held {
+            pids.push(backend_pid(conn).await);
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        assert_eq!(
+            pids.len(),
+            4,
+            "two of its own part, two opened in the other"
+        );
+    }
+}
