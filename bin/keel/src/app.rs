@@ -1,7 +1,6 @@
 //! The composed application: a loop over the enabled modules that migrates, builds, mounts and
 //! registers them, then one actix app.
 
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -187,7 +186,7 @@ impl Application {
         kernel::init_crypto();
         let composed = Arc::new(build_modules(&config).await?);
         let addr = format!("{}:{}", config.host, config.port);
-        let listener = TcpListener::bind(&addr).map_err(|source| StartError::Bind {
+        let listener = crate::listener::bind(&addr).map_err(|source| StartError::Bind {
             addr: addr.clone(),
             source,
         })?;

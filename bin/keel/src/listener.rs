@@ -48,6 +48,21 @@ pub const MAX_HEADERS: usize = 96;
 /// request timeout, set by the server).
 pub const REQUEST_HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How many connections may wait to be accepted. `std::net::TcpListener::bind` asks for 128:
+/// a burst of more connections at once (clients reconnecting after a restart, thousands of
+/// streams opened together) overflowed it, and each dropped handshake was retried by its client
+/// seconds later, often past [`REQUEST_HEAD_TIMEOUT`]. The kernel caps it at `net.core.somaxconn`
+/// (4096 by default).
+pub const LISTEN_BACKLOG: i32 = 4096;
+
+/// Binds `addr` with a backlog of [`LISTEN_BACKLOG`].
+pub fn bind(addr: &str) -> std::io::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr)?;
+    // Listening again on a listening socket only changes its backlog.
+    socket2::SockRef::from(&listener).listen(LISTEN_BACKLOG)?;
+    Ok(listener)
+}
+
 /// The size of a request's head as it was sent: the request line, each header as
 /// `Name: value\r\n`, and the blank line that ends the head. (A client that pads values with
 /// extra spaces sent a few bytes more; nothing else differs.)
@@ -361,6 +376,24 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     const DATE: &str = "Mon, 23 Nov 2026 15:14:34 GMT";
+
+    /// std's backlog of 128 would leave the later handshakes of this burst unanswered (dropped,
+    /// retried by the client) for as long as nobody accepts.
+    #[tokio::test]
+    async fn a_burst_of_connections_waits_in_the_backlog() {
+        let listener = bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connects = (0..600).map(|_| tokio::net::TcpStream::connect(addr));
+        let connected = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            futures_util::future::try_join_all(connects),
+        )
+        .await
+        .expect("handshakes left unanswered: the backlog is too small")
+        .unwrap();
+        assert_eq!(connected.len(), 600);
+        drop(listener);
+    }
 
     /// actix-http's 431 on a fresh connection, as it writes it.
     fn head_431() -> Vec<u8> {

@@ -3,7 +3,6 @@
 //! themselves are named in `kernel::metrics`.
 
 use std::collections::HashSet;
-use std::net::TcpListener;
 use std::sync::{LazyLock, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -152,7 +151,7 @@ impl MetricsServer {
             addr: addr.to_owned(),
             source,
         };
-        let listener = TcpListener::bind(addr).map_err(bind_error)?;
+        let listener = crate::listener::bind(addr).map_err(bind_error)?;
         let port = listener.local_addr().map_err(bind_error)?.port();
         let exporter = web::Data::new(exporter);
         let server: Server = HttpServer::new(move || {

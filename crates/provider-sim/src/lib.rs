@@ -106,6 +106,8 @@ impl ProviderSim {
     pub fn start(config: SimConfig) -> std::io::Result<SimHandle> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let listener = TcpListener::bind(&config.addr)?;
+        // std asks for a backlog of 128: too few for thousands of connections opened at once.
+        socket2::SockRef::from(&listener).listen(4096)?;
         let addr = listener.local_addr()?;
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
