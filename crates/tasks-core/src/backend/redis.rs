@@ -12,13 +12,14 @@
 //!   delayed jobs and retries, moved to the stream by whichever worker looks first.
 //! - `dead`, `schedule:*`, `schedules:last`: dead letters and periodic runs (see `redis_admin.rs`).
 //!
-//! Every state change is one Lua script, so a job never ends up half-moved.
+//! Every state change is one Lua script, so a job never ends up half-moved. Commands go over one
+//! shared connection (see `redis_link.rs`); a worker takes its jobs in one script call while the
+//! queue has any (see `redis_fetch.rs`).
 
 use std::time::Duration;
 
 use deadpool_redis::redis::{self, AsyncConnectionConfig, IntoConnectionInfo, Value};
 use deadpool_redis::{Connection, Manager, Pool, Runtime};
-use serde_json::Map;
 
 use futures_util::StreamExt as _;
 use futures_util::stream::BoxStream;
@@ -37,17 +38,18 @@ mod admin;
 /// Replies and job hash fields.
 #[path = "redis_codec.rs"]
 mod codec;
+/// How a worker takes jobs.
+#[path = "redis_fetch.rs"]
+mod fetch;
+/// The shared connection and the scripts sent by their SHA1.
+#[path = "redis_link.rs"]
+mod link;
 
-use codec::{
-    entries_of, integer, millis, pairs_of, parse_json_or, record_fields, record_from_fields,
-    streams_of, text,
-};
+use codec::{integer, millis, pairs_of, record_fields, record_from_fields, text};
+use link::{Link, Lua};
 
 /// The consumer group of every queue's stream.
 pub const GROUP: &str = "workers";
-
-/// How many delayed jobs one look moves to the stream.
-const PROMOTE_BATCH: usize = 1000;
 
 /// Idle consumers without pending jobs are forgotten after this long.
 const CONSUMER_IDLE_FORGET: Duration = Duration::from_secs(3600);
@@ -57,13 +59,11 @@ const TIME_MS: &str = include_str!("lua/time_ms.lua");
 /// KEYS: job, stream, delayed. ARGV: task id, delay ms, then field/value pairs of the hash.
 const ENQUEUE: &str = include_str!("lua/enqueue.lua");
 
-/// KEYS: delayed, stream. ARGV: batch size. Returns ms until the next delayed job (-1: none).
-const PROMOTE: &str = include_str!("lua/promote.lua");
-
-/// KEYS: job, stream, dead. ARGV: entry id, group, token, now (RFC 3339), max tries, keep ms,
-/// finished channel. Returns {attempt, task_name, args, kwargs}, or nil when the entry has
-/// nothing to run.
+/// KEYS: stream, delayed, dead. See the scripts and `redis_fetch.rs`.
+const TAKE: &str = include_str!("lua/take.lua");
 const START: &str = include_str!("lua/start.lua");
+/// The start of one job, spliced into both.
+const START_JOB: &str = include_str!("lua/start_job.lua");
 
 /// KEYS: job, stream. ARGV: entry id, group, consumer, token. Renews a held lease.
 const HEARTBEAT: &str = include_str!("lua/heartbeat.lua");
@@ -76,13 +76,19 @@ const FINISH: &str = include_str!("lua/finish.lua");
 /// KEYS: stream. ARGV: group, consumer. Deletes the consumer when it holds nothing.
 const FORGET_CONSUMER: &str = include_str!("lua/forget_consumer.lua");
 
-fn script(body: &str) -> String {
-    body.replace("__TIME__", TIME_MS)
+fn script(body: &str) -> Lua {
+    Lua::new(
+        body.replace("__TIME__", TIME_MS)
+            .replace("__START__", START_JOB),
+    )
 }
 
 /// Jobs in Redis, shared by every server and worker pointed at the same database and prefix.
 pub struct RedisBackend {
+    /// Connections for blocking reads (and for other modules' use of the same Redis).
     pool: Pool,
+    /// Every other command.
+    link: Link,
     /// For the subscription to finished jobs (a connection of its own, outside the pool).
     client: redis::Client,
     prefix: String,
@@ -92,11 +98,17 @@ pub struct RedisBackend {
 }
 
 struct Scripts {
-    enqueue: String,
-    promote: String,
-    start: String,
-    finish: String,
-    dead_page: String,
+    enqueue: Lua,
+    take: Lua,
+    start: Lua,
+    heartbeat: Lua,
+    finish: Lua,
+    forget_consumer: Lua,
+    schedule: Lua,
+    cancel: Lua,
+    dead_page: Lua,
+    dead_retry: Lua,
+    dead_drop: Lua,
 }
 
 /// How to reach Redis.
@@ -135,7 +147,7 @@ impl RedisBackend {
             .set_response_timeout(Some(max_block + Duration::from_secs(10)));
         let client = redis::Client::open(info.clone())
             .map_err(|e| TasksError::Unavailable(format!("invalid REDIS_URL: {e}")))?;
-        let manager = Manager::new_with_config(info, connection)
+        let manager = Manager::new_with_config(info, connection.clone())
             .map_err(|e| TasksError::Unavailable(format!("invalid REDIS_URL: {e}")))?;
         let pool = Pool::builder(manager)
             .max_size(settings.pool_size.max(4))
@@ -147,15 +159,26 @@ impl RedisBackend {
             .map_err(|e| TasksError::Unavailable(format!("Redis pool: {e}")))?;
         Ok(RedisBackend {
             pool,
+            link: Link::new(
+                client.clone(),
+                connection,
+                format!("{}link", settings.prefix).replace(char::is_whitespace, "_"),
+            ),
             client,
             prefix: settings.prefix.clone(),
             max_block,
             scripts: Scripts {
                 enqueue: script(ENQUEUE),
-                promote: script(PROMOTE),
+                take: script(TAKE),
                 start: script(START),
+                heartbeat: script(HEARTBEAT),
                 finish: script(FINISH),
+                forget_consumer: script(FORGET_CONSUMER),
+                schedule: script(admin::SCHEDULE),
+                cancel: script(admin::CANCEL),
                 dead_page: script(admin::DEAD_PAGE),
+                dead_retry: script(admin::DEAD_RETRY),
+                dead_drop: script(admin::DEAD_DROP),
             },
         })
     }
@@ -186,135 +209,33 @@ impl RedisBackend {
         format!("{}dead", self.prefix)
     }
 
+    /// The key prefix of job hashes, for scripts that name jobs they find in a stream.
+    fn job_prefix(&self) -> String {
+        format!("{}job:", self.prefix)
+    }
+
+    /// A pooled connection: for blocking reads only (see `redis_link.rs`).
     async fn conn(&self) -> Result<Connection, TasksError> {
         Ok(self.pool.get().await?)
     }
 
-    async fn create_group(&self, conn: &mut Connection, queue: &str) -> Result<(), TasksError> {
-        let created: redis::RedisResult<Value> = redis::cmd("XGROUP")
-            .arg("CREATE")
-            .arg(self.stream_key(queue))
-            .arg(GROUP)
-            .arg("0")
-            .arg("MKSTREAM")
-            .query_async(conn)
+    async fn create_group(&self, queue: &str) -> Result<(), TasksError> {
+        let created: redis::RedisResult<Value> = self
+            .link
+            .query(
+                redis::cmd("XGROUP")
+                    .arg("CREATE")
+                    .arg(self.stream_key(queue))
+                    .arg(GROUP)
+                    .arg("0")
+                    .arg("MKSTREAM"),
+            )
             .await;
         match created {
             Ok(_) => Ok(()),
             Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
             Err(e) => Err(e.into()),
         }
-    }
-
-    /// Reads entries for `consumer`: taken over from dead workers, then new ones.
-    async fn read_entries(
-        &self,
-        conn: &mut Connection,
-        queue: &str,
-        consumer: &str,
-        max: usize,
-        wait: Duration,
-        policy: &ClaimPolicy,
-    ) -> Result<Vec<(String, String)>, redis::RedisError> {
-        let stream = self.stream_key(queue);
-        let next_due: i64 = redis::cmd("EVAL")
-            .arg(&self.scripts.promote)
-            .arg(2)
-            .arg(self.delayed_key(queue))
-            .arg(&stream)
-            .arg(PROMOTE_BATCH)
-            .query_async(conn)
-            .await?;
-
-        let claimed: Value = redis::cmd("XAUTOCLAIM")
-            .arg(&stream)
-            .arg(GROUP)
-            .arg(consumer)
-            .arg(millis(policy.visibility_timeout).max(1))
-            .arg("0-0")
-            .arg("COUNT")
-            .arg(max)
-            .query_async(conn)
-            .await?;
-        let mut entries = match claimed {
-            Value::Array(parts) => parts.into_iter().nth(1).map(entries_of).unwrap_or_default(),
-            _ => Vec::new(),
-        };
-        if entries.len() >= max {
-            return Ok(entries);
-        }
-
-        let mut read = redis::cmd("XREADGROUP");
-        read.arg("GROUP")
-            .arg(GROUP)
-            .arg(consumer)
-            .arg("COUNT")
-            .arg(max - entries.len());
-        if entries.is_empty() {
-            let mut block = wait.min(self.max_block);
-            if next_due >= 0 {
-                block = block.min(Duration::from_millis(next_due.unsigned_abs()));
-            }
-            read.arg("BLOCK").arg(millis(block).max(1));
-        }
-        let fresh: Value = read
-            .arg("STREAMS")
-            .arg(&stream)
-            .arg(">")
-            .query_async(conn)
-            .await?;
-        for stream_entries in streams_of(fresh) {
-            entries.extend(entries_of(stream_entries));
-        }
-        Ok(entries)
-    }
-
-    async fn start(
-        &self,
-        conn: &mut Connection,
-        queue: &str,
-        consumer: &str,
-        entry: String,
-        task_id: String,
-        policy: &ClaimPolicy,
-    ) -> Result<Option<Lease>, TasksError> {
-        let token = uuid::Uuid::new_v4().to_string();
-        let job_key = self.job_key(&task_id);
-        let started: Value = redis::cmd("EVAL")
-            .arg(&self.scripts.start)
-            .arg(3)
-            .arg(&job_key)
-            .arg(self.stream_key(queue))
-            .arg(self.dead_key())
-            .arg(&entry)
-            .arg(GROUP)
-            .arg(&token)
-            .arg(kernel::time::format(&kernel::time::now()))
-            .arg(policy.max_tries)
-            .arg(millis(policy.keep_result).max(1))
-            .arg(self.finished_channel())
-            .query_async(conn)
-            .await?;
-        let Value::Array(fields) = started else {
-            return Ok(None);
-        };
-        let mut fields = fields.into_iter().map(|v| text(&v));
-        let (Some(Some(attempt)), Some(Some(task_name)), Some(args), Some(kwargs)) =
-            (fields.next(), fields.next(), fields.next(), fields.next())
-        else {
-            return Err(TasksError::Corrupt(format!("job {task_id} lacks fields")));
-        };
-        Ok(Some(Lease {
-            task_id,
-            task_name,
-            queue: queue.to_owned(),
-            args: parse_json_or(args.as_deref(), Vec::new()),
-            kwargs: parse_json_or(kwargs.as_deref(), Map::new()),
-            attempt: attempt.parse().unwrap_or(1),
-            token,
-            consumer: consumer.to_owned(),
-            delivery: entry,
-        }))
     }
 
     async fn settle(
@@ -325,11 +246,8 @@ impl RedisBackend {
         keep: Duration,
         delay: Duration,
     ) -> Result<bool, TasksError> {
-        let mut conn = self.conn().await?;
-        let done: i64 = redis::cmd("EVAL")
-            .arg(&self.scripts.finish)
-            .arg(4)
-            .arg(self.job_key(&lease.task_id))
+        let mut call = self.scripts.finish.call(4);
+        call.arg(self.job_key(&lease.task_id))
             .arg(self.stream_key(&lease.queue))
             .arg(self.delayed_key(&lease.queue))
             .arg(self.dead_key())
@@ -342,25 +260,27 @@ impl RedisBackend {
             .arg(millis(keep).max(1))
             .arg(millis(delay))
             .arg(&lease.task_id)
-            .arg(self.finished_channel())
-            .query_async(&mut conn)
-            .await?;
+            .arg(self.finished_channel());
+        let done: i64 = self.link.eval(&self.scripts.finish, &call).await?;
         Ok(done == 1)
     }
 
     /// The names of the queues that have a stream under this prefix.
-    async fn stream_queues(&self, conn: &mut Connection) -> Result<Vec<String>, TasksError> {
+    async fn stream_queues(&self) -> Result<Vec<String>, TasksError> {
         let pattern = format!("{}stream:*", self.prefix);
         let mut cursor = 0u64;
         let mut queues = Vec::new();
         loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(500)
-                .query_async(conn)
+            let (next, keys): (u64, Vec<String>) = self
+                .link
+                .query(
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&pattern)
+                        .arg("COUNT")
+                        .arg(500),
+                )
                 .await?;
             let start = self.prefix.len() + "stream:".len();
             queues.extend(
@@ -382,38 +302,32 @@ impl TaskBackend for RedisBackend {
     }
 
     async fn ping(&self) -> Result<(), TasksError> {
-        let mut conn = self.conn().await?;
-        let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+        let _: String = self.link.query(&redis::cmd("PING")).await?;
         Ok(())
     }
 
     async fn prepare(&self, queue: &str) -> Result<(), TasksError> {
-        let mut conn = self.conn().await?;
-        self.create_group(&mut conn, queue).await
+        self.create_group(queue).await
     }
 
     async fn enqueue(&self, job: &TaskRecord, delay: Duration) -> Result<(), TasksError> {
-        let mut conn = self.conn().await?;
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(&self.scripts.enqueue)
-            .arg(3)
-            .arg(self.job_key(&job.task_id))
+        let mut call = self.scripts.enqueue.call(3);
+        call.arg(self.job_key(&job.task_id))
             .arg(self.stream_key(&job.queue))
             .arg(self.delayed_key(&job.queue))
             .arg(&job.task_id)
             .arg(millis(delay));
         for (field, value) in record_fields(job) {
-            cmd.arg(field).arg(value);
+            call.arg(field).arg(value);
         }
-        let _: i64 = cmd.query_async(&mut conn).await?;
+        let _: i64 = self.link.eval(&self.scripts.enqueue, &call).await?;
         Ok(())
     }
 
     async fn get(&self, task_id: &str) -> Result<Option<TaskRecord>, TasksError> {
-        let mut conn = self.conn().await?;
-        let fields: Value = redis::cmd("HGETALL")
-            .arg(self.job_key(task_id))
-            .query_async(&mut conn)
+        let fields: Value = self
+            .link
+            .query(redis::cmd("HGETALL").arg(self.job_key(task_id)))
             .await?;
         let fields: Vec<(String, Option<String>)> = pairs_of(fields)
             .into_iter()
@@ -426,17 +340,19 @@ impl TaskBackend for RedisBackend {
     }
 
     async fn depth(&self, queue: &str) -> Result<QueueDepth, TasksError> {
-        let mut conn = self.conn().await?;
-        self.create_group(&mut conn, queue).await?;
-        let (len, scheduled, pending): (u64, u64, Value) = redis::pipe()
-            .cmd("XLEN")
-            .arg(self.stream_key(queue))
-            .cmd("ZCARD")
-            .arg(self.delayed_key(queue))
-            .cmd("XPENDING")
-            .arg(self.stream_key(queue))
-            .arg(GROUP)
-            .query_async(&mut conn)
+        self.create_group(queue).await?;
+        let (len, scheduled, pending): (u64, u64, Value) = self
+            .link
+            .pipe(
+                redis::pipe()
+                    .cmd("XLEN")
+                    .arg(self.stream_key(queue))
+                    .cmd("ZCARD")
+                    .arg(self.delayed_key(queue))
+                    .cmd("XPENDING")
+                    .arg(self.stream_key(queue))
+                    .arg(GROUP),
+            )
             .await?;
         let in_progress = match pending {
             Value::Array(parts) => parts.first().and_then(integer).unwrap_or(0),
@@ -459,57 +375,18 @@ impl TaskBackend for RedisBackend {
         wait: Duration,
         policy: &ClaimPolicy,
     ) -> Result<Vec<Lease>, TasksError> {
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        let mut conn = self.conn().await?;
-        let entries = match self
-            .read_entries(&mut conn, queue, consumer, max, wait, policy)
-            .await
-        {
-            Ok(entries) => entries,
-            Err(e) if e.code() == Some("NOGROUP") => {
-                self.create_group(&mut conn, queue).await?;
-                return Ok(Vec::new());
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let mut leases = Vec::with_capacity(entries.len());
-        let mut failure = None;
-        for (entry, task_id) in entries {
-            // An entry that cannot be started stays pending and is retried after the visibility
-            // timeout; the others of the batch still run.
-            match self
-                .start(&mut conn, queue, consumer, entry, task_id, policy)
-                .await
-            {
-                Ok(Some(lease)) => leases.push(lease),
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(%queue, error = %e, "cannot start a job");
-                    failure = Some(e);
-                }
-            }
-        }
-        match failure {
-            Some(e) if leases.is_empty() => Err(e),
-            _ => Ok(leases),
-        }
+        self.take_jobs(queue, consumer, max, wait, policy).await
     }
 
     async fn heartbeat(&self, lease: &Lease) -> Result<Held, TasksError> {
-        let mut conn = self.conn().await?;
-        let held: i64 = redis::cmd("EVAL")
-            .arg(HEARTBEAT)
-            .arg(2)
-            .arg(self.job_key(&lease.task_id))
+        let mut call = self.scripts.heartbeat.call(2);
+        call.arg(self.job_key(&lease.task_id))
             .arg(self.stream_key(&lease.queue))
             .arg(&lease.delivery)
             .arg(GROUP)
             .arg(&lease.consumer)
-            .arg(&lease.token)
-            .query_async(&mut conn)
-            .await?;
+            .arg(&lease.token);
+        let held: i64 = self.link.eval(&self.scripts.heartbeat, &call).await?;
         Ok(match held {
             0 => Held::Lost,
             2 => Held::Cancelled,
@@ -564,15 +441,12 @@ impl TaskBackend for RedisBackend {
     async fn purge_expired(&self) -> Result<u64, TasksError> {
         // Finished jobs expire by themselves (key TTL); what is left are consumers of workers that
         // went away, which Redis keeps until told.
-        let mut conn = self.conn().await?;
         let mut removed = 0u64;
-        for queue in self.stream_queues(&mut conn).await? {
+        for queue in self.stream_queues().await? {
             let stream = self.stream_key(&queue);
-            let consumers: Value = match redis::cmd("XINFO")
-                .arg("CONSUMERS")
-                .arg(&stream)
-                .arg(GROUP)
-                .query_async(&mut conn)
+            let consumers: Value = match self
+                .link
+                .query(redis::cmd("XINFO").arg("CONSUMERS").arg(&stream).arg(GROUP))
                 .await
             {
                 Ok(v) => v,
@@ -595,12 +469,15 @@ impl TaskBackend for RedisBackend {
                     && pending == 0
                     && idle >= millis(CONSUMER_IDLE_FORGET) as i64
                 {
-                    let _: Value = redis::cmd("XGROUP")
-                        .arg("DELCONSUMER")
-                        .arg(&stream)
-                        .arg(GROUP)
-                        .arg(name)
-                        .query_async(&mut conn)
+                    let _: Value = self
+                        .link
+                        .query(
+                            redis::cmd("XGROUP")
+                                .arg("DELCONSUMER")
+                                .arg(&stream)
+                                .arg(GROUP)
+                                .arg(name),
+                        )
                         .await?;
                     removed += 1;
                 }
@@ -653,15 +530,9 @@ impl TaskBackend for RedisBackend {
     }
 
     async fn forget_consumer(&self, queue: &str, consumer: &str) -> Result<(), TasksError> {
-        let mut conn = self.conn().await?;
-        let _: Value = redis::cmd("EVAL")
-            .arg(FORGET_CONSUMER)
-            .arg(1)
-            .arg(self.stream_key(queue))
-            .arg(GROUP)
-            .arg(consumer)
-            .query_async(&mut conn)
-            .await?;
+        let mut call = self.scripts.forget_consumer.call(1);
+        call.arg(self.stream_key(queue)).arg(GROUP).arg(consumer);
+        let _: Value = self.link.eval(&self.scripts.forget_consumer, &call).await?;
         Ok(())
     }
 }

@@ -18,19 +18,19 @@ use crate::error::TasksError;
 
 /// KEYS: claim, job, stream, last runs. ARGV: claim ms, task id, task name, due ms, then the
 /// job's hash fields. Returns 1 when this call claimed the run (and queued it).
-const SCHEDULE: &str = include_str!("lua/schedule.lua");
+pub(super) const SCHEDULE: &str = include_str!("lua/schedule.lua");
 
 /// KEYS: job, delayed. ARGV: now (RFC 3339), keep ms, task id, finished channel, cancel channel.
-const CANCEL: &str = include_str!("lua/cancel.lua");
+pub(super) const CANCEL: &str = include_str!("lua/cancel.lua");
 
 /// KEYS: dead. ARGV: keep ms, offset, limit. Returns {total, ids}.
 pub(super) const DEAD_PAGE: &str = include_str!("lua/dead_page.lua");
 
 /// KEYS: dead, job, stream. ARGV: task id, now (RFC 3339).
-const DEAD_RETRY: &str = include_str!("lua/dead_retry.lua");
+pub(super) const DEAD_RETRY: &str = include_str!("lua/dead_retry.lua");
 
 /// KEYS: dead, job. ARGV: task id.
-const DEAD_DROP: &str = include_str!("lua/dead_drop.lua");
+pub(super) const DEAD_DROP: &str = include_str!("lua/dead_drop.lua");
 
 impl RedisBackend {
     /// The channel on which `cancel.lua` tells workers to stop a running job.
@@ -52,11 +52,8 @@ impl RedisBackend {
         due_ms: i64,
         claim_ttl: Duration,
     ) -> Result<bool, TasksError> {
-        let mut conn = self.conn().await?;
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(SCHEDULE)
-            .arg(4)
-            .arg(self.claim_key(&job.task_name, due_ms))
+        let mut cmd = self.scripts.schedule.call(4);
+        cmd.arg(self.claim_key(&job.task_name, due_ms))
             .arg(self.job_key(&job.task_id))
             .arg(self.stream_key(&job.queue))
             .arg(self.last_runs_key())
@@ -67,15 +64,14 @@ impl RedisBackend {
         for (field, value) in record_fields(job) {
             cmd.arg(field).arg(value);
         }
-        let claimed: i64 = cmd.query_async(&mut conn).await?;
+        let claimed: i64 = self.link.eval(&self.scripts.schedule, &cmd).await?;
         Ok(claimed == 1)
     }
 
     pub(super) async fn read_last_runs(&self) -> Result<HashMap<String, LastRun>, TasksError> {
-        let mut conn = self.conn().await?;
-        let runs: HashMap<String, String> = redis::cmd("HGETALL")
-            .arg(self.last_runs_key())
-            .query_async(&mut conn)
+        let runs: HashMap<String, String> = self
+            .link
+            .query(redis::cmd("HGETALL").arg(self.last_runs_key()))
             .await?;
         Ok(runs
             .into_iter()
@@ -98,16 +94,12 @@ impl RedisBackend {
         limit: u64,
         keep: Duration,
     ) -> Result<(Vec<TaskRecord>, u64), TasksError> {
-        let mut conn = self.conn().await?;
-        let page: Value = redis::cmd("EVAL")
-            .arg(&self.scripts.dead_page)
-            .arg(1)
-            .arg(self.dead_key())
+        let mut call = self.scripts.dead_page.call(1);
+        call.arg(self.dead_key())
             .arg(millis(keep).max(1))
             .arg(offset)
-            .arg(limit.max(1))
-            .query_async(&mut conn)
-            .await?;
+            .arg(limit.max(1));
+        let page: Value = self.link.eval(&self.scripts.dead_page, &call).await?;
         let Value::Array(parts) = page else {
             return Err(TasksError::Corrupt("dead letter page".to_owned()));
         };
@@ -117,7 +109,6 @@ impl RedisBackend {
             Some(Value::Array(ids)) => ids.iter().filter_map(text).collect(),
             _ => Vec::new(),
         };
-        drop(conn);
         let mut records = Vec::with_capacity(ids.len());
         let mut stale = 0u64;
         for id in ids {
@@ -127,11 +118,9 @@ impl RedisBackend {
                 // Expired, or retried meanwhile: no longer a dead letter.
                 _ => {
                     stale += 1;
-                    let mut conn = self.conn().await?;
-                    let _: i64 = redis::cmd("ZREM")
-                        .arg(self.dead_key())
-                        .arg(&id)
-                        .query_async(&mut conn)
+                    let _: i64 = self
+                        .link
+                        .query(redis::cmd("ZREM").arg(self.dead_key()).arg(&id))
                         .await?;
                 }
             }
@@ -152,17 +141,13 @@ impl RedisBackend {
             return Ok(None);
         }
         let now = kernel::time::now();
-        let mut conn = self.conn().await?;
-        let done: i64 = redis::cmd("EVAL")
-            .arg(DEAD_RETRY)
-            .arg(3)
-            .arg(self.dead_key())
+        let mut call = self.scripts.dead_retry.call(3);
+        call.arg(self.dead_key())
             .arg(self.job_key(task_id))
             .arg(self.stream_key(&record.queue))
             .arg(task_id)
-            .arg(kernel::time::format(&now))
-            .query_async(&mut conn)
-            .await?;
+            .arg(kernel::time::format(&now));
+        let done: i64 = self.link.eval(&self.scripts.dead_retry, &call).await?;
         if done != 1 {
             return Ok(None);
         }
@@ -178,15 +163,11 @@ impl RedisBackend {
     }
 
     pub(super) async fn delete_failed(&self, task_id: &str) -> Result<bool, TasksError> {
-        let mut conn = self.conn().await?;
-        let done: i64 = redis::cmd("EVAL")
-            .arg(DEAD_DROP)
-            .arg(2)
-            .arg(self.dead_key())
+        let mut call = self.scripts.dead_drop.call(2);
+        call.arg(self.dead_key())
             .arg(self.job_key(task_id))
-            .arg(task_id)
-            .query_async(&mut conn)
-            .await?;
+            .arg(task_id);
+        let done: i64 = self.link.eval(&self.scripts.dead_drop, &call).await?;
         Ok(done == 1)
     }
 
@@ -199,19 +180,15 @@ impl RedisBackend {
         let Some(record) = self.get(task_id).await? else {
             return Ok(CancelOutcome::Missing);
         };
-        let mut conn = self.conn().await?;
-        let outcome: String = redis::cmd("EVAL")
-            .arg(CANCEL)
-            .arg(2)
-            .arg(self.job_key(task_id))
+        let mut call = self.scripts.cancel.call(2);
+        call.arg(self.job_key(task_id))
             .arg(self.delayed_key(&record.queue))
             .arg(kernel::time::format(&kernel::time::now()))
             .arg(millis(keep).max(1))
             .arg(task_id)
             .arg(self.finished_channel())
-            .arg(self.cancel_channel())
-            .query_async(&mut conn)
-            .await?;
+            .arg(self.cancel_channel());
+        let outcome: String = self.link.eval(&self.scripts.cancel, &call).await?;
         Ok(match outcome.as_str() {
             "missing" => CancelOutcome::Missing,
             "cancelled" => CancelOutcome::Cancelled,

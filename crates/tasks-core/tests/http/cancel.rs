@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 backend_suite! {
     queued_and_delayed_tasks_never_run_once_cancelled,
     a_running_task_stops_at_its_next_await,
+    a_task_cancelled_after_its_worker_died_is_not_run_again,
     only_the_enqueuer_or_an_administrator_may_cancel,
 }
 
@@ -158,6 +159,56 @@ async fn a_running_task_stops_at_its_next_await(h: Harness) {
     let (_, failed) = get(&server, "/api/v1/tasks/failed").await;
     assert_eq!(failed["total"], 0);
     worker.shutdown(Duration::from_secs(5)).await;
+}
+
+async fn a_task_cancelled_after_its_worker_died_is_not_run_again(h: Harness) {
+    let module = h.module(TasksConfig {
+        visibility_timeout: Duration::from_millis(500),
+        ..h.config()
+    });
+    let runs = Arc::new(AtomicU32::new(0));
+    let started = Arc::new(Notify::new());
+    {
+        let (runs, started) = (runs.clone(), started.clone());
+        module
+            .register(
+                "hanging_job",
+                "system",
+                task(move |_| {
+                    let (runs, started) = (runs.clone(), started.clone());
+                    async move {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        started.notify_one();
+                        std::future::pending::<()>().await;
+                        Ok(Value::Null)
+                    }
+                }),
+            )
+            .unwrap();
+    }
+    let server = serve(&module);
+    let first = module.start_worker(&["system"]).unwrap();
+    let id = enqueue(&server, json!({"task_name": "hanging_job"})).await;
+    started.notified().await;
+    // The worker dies: nobody hears the request to stop.
+    first.abort();
+    let (status, body) = delete(&server, &format!("/api/v1/tasks/{id}"), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["status"], "in_progress", "{body}");
+
+    // The worker that takes the job over ends it as cancelled instead of running it.
+    let second = module.start_worker(&["system"]).unwrap();
+    let result = finished(&server, &id).await;
+    assert_eq!(result["status"], "cancelled", "{result}");
+    assert_eq!(result["error"], "Task cancelled");
+    assert_eq!(result["attempts"], 1);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let (_, list) = get(&server, "/api/v1/tasks").await;
+    assert_eq!(
+        list["queue_depths"]["system"],
+        json!({"queued": 0, "scheduled": 0, "in_progress": 0})
+    );
+    second.shutdown(Duration::from_secs(5)).await;
 }
 
 async fn only_the_enqueuer_or_an_administrator_may_cancel(h: Harness) {

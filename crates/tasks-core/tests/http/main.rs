@@ -330,6 +330,7 @@ impl Authenticator for Users {
 mod api;
 mod cancel;
 mod dead_letters;
+mod redis_link;
 mod schedules;
 mod setup;
 mod waiting;
