@@ -1,12 +1,17 @@
 //! Every SQL query of the payment module (the disputes' in [`disputes`], the invoices' in
-//! [`invoices`]).
+//! [`invoices`], the webhook's own in [`events`]).
 
 mod disputes;
+mod events;
 mod invoices;
 
 pub use disputes::{
     DisputeRow, find_dispute, find_dispute_by_provider_id, link_disputes, list_disputes,
     put_dispute,
+};
+pub use events::{
+    ChargeIds, charge_or_insert, claim_event, forget_events, insert_customer, insert_refund,
+    set_customer_user,
 };
 pub use invoices::{InvoiceRow, find_invoice_by_provider_id, list_invoices, put_invoice};
 
@@ -15,17 +20,16 @@ use diesel::dsl::sql;
 use diesel::sql_types::{BigInt, Integer};
 use diesel::{
     CombineDsl, ExpressionMethods, Insertable, OptionalExtension, QueryDsl, QueryResult, Queryable,
-    Selectable, SelectableHelper,
+    QueryableByName, Selectable, SelectableHelper,
 };
 use kernel::db::Cached;
 use kernel::{DbConn, with_conn};
 
 use crate::schema::{
-    payment_customers, payment_events, payment_subscriptions, payment_transaction_counts,
-    payment_transactions,
+    payment_customers, payment_subscriptions, payment_transaction_counts, payment_transactions,
 };
 
-#[derive(Debug, Clone, Queryable, Selectable)]
+#[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = payment_transactions)]
 pub struct TransactionRow {
     pub id: i64,
@@ -85,39 +89,6 @@ pub struct SubscriptionRow {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Events
-
-/// Records an event id; `false` when it was processed before.
-pub async fn claim_event(
-    conn: &mut DbConn<'_>,
-    id: &str,
-    kind: &str,
-    now: NaiveDateTime,
-) -> QueryResult<bool> {
-    with_conn!(conn, |c| {
-        diesel::insert_into(payment_events::table)
-            .values((
-                payment_events::id.eq(id),
-                payment_events::event_type.eq(kind),
-                payment_events::processed_at.eq(now),
-            ))
-            .on_conflict_do_nothing()
-            .execute(c)
-            .await
-            .map(|n| n == 1)
-    })
-}
-
-/// Forgets processed event ids older than `before`; how many.
-pub async fn forget_events(conn: &mut DbConn<'_>, before: NaiveDateTime) -> QueryResult<usize> {
-    with_conn!(conn, |c| {
-        diesel::delete(payment_events::table.filter(payment_events::processed_at.lt(before)))
-            .execute(c)
-            .await
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
 // Customers
 
 /// The user of a Stripe customer, if the customer is known and has one.
@@ -171,35 +142,12 @@ pub async fn upsert_customer(
     email: Option<&str>,
     now: NaiveDateTime,
 ) -> QueryResult<()> {
-    match customer(conn, provider_customer_id).await? {
-        Some(Some(_)) => Ok(()),
-        Some(None) if user_id.is_none() => Ok(()),
-        Some(None) => with_conn!(conn, |c| {
-            diesel::update(
-                payment_customers::table
-                    .filter(payment_customers::provider_customer_id.eq(provider_customer_id)),
-            )
-            .set((
-                payment_customers::user_id.eq(user_id),
-                payment_customers::updated_at.eq(now),
-            ))
-            .execute(c)
-            .await
-            .map(drop)
-        }),
-        None => with_conn!(conn, |c| {
-            diesel::insert_into(payment_customers::table)
-                .values((
-                    payment_customers::user_id.eq(user_id),
-                    payment_customers::provider_customer_id.eq(provider_customer_id),
-                    payment_customers::email.eq(email),
-                    payment_customers::created_at.eq(now),
-                    payment_customers::updated_at.eq(now),
-                ))
-                .execute(c)
-                .await
-                .map(drop)
-        }),
+    match (customer(conn, provider_customer_id).await?, user_id) {
+        (Some(Some(_)), _) | (Some(None), None) => Ok(()),
+        (Some(None), Some(user_id)) => {
+            set_customer_user(conn, provider_customer_id, user_id, now).await
+        }
+        (None, _) => insert_customer(conn, provider_customer_id, user_id, email, now).await,
     }
 }
 
@@ -220,30 +168,29 @@ pub async fn find_transaction(
     })
 }
 
-/// The charge known by either id, in this order of preference: the charge of the payment intent,
-/// the row whose provider id is the payment intent, the charge of the charge id. One statement,
-/// a `UNION ALL` of one indexed lookup per id (an `OR` of the three would be planned as a scan
-/// of the whole table), each row tagged with its preference.
+/// The charge known by `ids`, in this order of preference: the charge of the payment intent, the
+/// row whose provider id is `provider_id`, the charge of the charge id. One statement, a
+/// `UNION ALL` of one indexed lookup per id (an `OR` of the three would be planned as a scan of
+/// the whole table), each row tagged with its preference.
 pub async fn find_charge(
     conn: &mut DbConn<'_>,
-    payment_intent: Option<&str>,
-    charge: Option<&str>,
+    ids: ChargeIds<'_>,
 ) -> QueryResult<Option<TransactionRow>> {
     let found: Vec<(TransactionRow, i32)> = with_conn!(conn, |c| {
-        let by_intent = payment_intent.map(|pi| {
+        let by_intent = ids.payment_intent.map(|pi| {
             payment_transactions::table
                 .filter(payment_transactions::payment_intent_id.eq(pi))
                 .filter(payment_transactions::kind.eq("charge"))
                 .select((TransactionRow::as_select(), sql::<Integer>("0")))
                 .into_boxed()
         });
-        let by_provider_id = payment_intent.map(|pi| {
+        let by_provider_id = ids.provider_id.map(|id| {
             payment_transactions::table
-                .filter(payment_transactions::provider_transaction_id.eq(pi))
+                .filter(payment_transactions::provider_transaction_id.eq(id))
                 .select((TransactionRow::as_select(), sql::<Integer>("1")))
                 .into_boxed()
         });
-        let by_charge = charge.map(|ch| {
+        let by_charge = ids.charge.map(|ch| {
             payment_transactions::table
                 .filter(payment_transactions::charge_id.eq(ch))
                 .filter(payment_transactions::kind.eq("charge"))

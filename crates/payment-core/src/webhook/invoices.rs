@@ -8,7 +8,7 @@ use chrono::NaiveDateTime;
 use kernel::DbConn;
 use serde_json::Value;
 
-use super::{id, int, named_user, text, time, user_of};
+use super::{Customer, id, int, named_user, text, time, user_of};
 use crate::error::PaymentError;
 use crate::store::{self, InvoiceRow};
 
@@ -95,6 +95,7 @@ pub(super) async fn invoice_event(
     invoice: &Value,
     kind: &str,
     created: i64,
+    customer: &mut Customer<'_>,
     now: NaiveDateTime,
 ) -> Result<(), PaymentError> {
     let Some(invoice_id) = text(invoice, "id") else {
@@ -113,7 +114,6 @@ pub(super) async fn invoice_event(
             return Ok(()); // an older state than the one stored
         }
     }
-    let customer = id(invoice, "customer");
     // The customer's row (tied to the user the invoice names, if it has none): the invoice is
     // shown to the user of its customer.
     user_of(
@@ -137,7 +137,7 @@ pub(super) async fn invoice_event(
     let row = InvoiceRow {
         id: 0,
         provider_invoice_id: invoice_id.to_owned(),
-        provider_customer_id: customer.map(str::to_owned),
+        provider_customer_id: customer.id.map(str::to_owned),
         provider_subscription_id: subscription_of(invoice).map(str::to_owned),
         number: text(invoice, "number").map(str::to_owned),
         status: status.to_owned(),

@@ -13,7 +13,7 @@ use kernel::DbConn;
 use serde_json::Value;
 
 use crate::error::PaymentError;
-use crate::store::{self, DisputeRow, NewTransaction, SubscriptionRow, TransactionRow};
+use crate::store::{self, ChargeIds, DisputeRow, NewTransaction, SubscriptionRow, TransactionRow};
 
 fn text<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
@@ -73,23 +73,35 @@ struct ChargeFacts<'a> {
     description: Option<&'a str>,
 }
 
-/// The user of an event: the one it names, else its customer's.
+/// The Stripe customer an event names (its object's `customer`), and that customer's stored row
+/// as the event's claim read it (`None`: not stored; else its user), kept up to date by
+/// [`user_of`]'s writes: an event reads its customer once.
+struct Customer<'a> {
+    id: Option<&'a str>,
+    stored: Option<Option<i64>>,
+}
+
+/// The user of an event: the one it names, else its customer's. Every event's customer gets a
+/// row (one without a user when nobody is named), and a stored one without a user gets the
+/// named one.
 async fn user_of(
     tx: &mut DbConn<'_>,
     named: Option<i64>,
-    customer: Option<&str>,
+    customer: &mut Customer<'_>,
     email: Option<&str>,
     now: NaiveDateTime,
 ) -> Result<Option<i64>, PaymentError> {
-    let Some(customer) = customer else {
+    let Some(id) = customer.id else {
         return Ok(named);
     };
-    // Every event's customer has a row (one without a user when nobody is named).
-    store::upsert_customer(tx, customer, named, email, now).await?;
-    Ok(match named {
-        Some(user) => Some(user),
-        None => store::customer(tx, customer).await?.flatten(),
-    })
+    match (customer.stored, named) {
+        (Some(Some(_)), _) | (Some(None), None) => {}
+        (Some(None), Some(user)) => store::set_customer_user(tx, id, user, now).await?,
+        (None, _) => store::insert_customer(tx, id, named, email, now).await?,
+    }
+    let stored = customer.stored.flatten().or(named);
+    customer.stored = Some(stored);
+    Ok(named.or(stored))
 }
 
 async fn upsert_charge(
@@ -97,15 +109,39 @@ async fn upsert_charge(
     facts: ChargeFacts<'_>,
     now: NaiveDateTime,
 ) -> Result<Option<TransactionRow>, PaymentError> {
-    let existing = match (facts.payment_intent, facts.charge) {
-        (None, None) => match facts.fallback_id {
-            Some(id) => store::find_by_provider_id(tx, id).await?,
-            None => return Ok(None),
-        },
-        (pi, ch) => store::find_charge(tx, pi, ch).await?,
+    // Looked up by its payment intent and charge, else (an event naming neither) by its fallback.
+    let ids = ChargeIds {
+        payment_intent: facts.payment_intent,
+        provider_id: facts.payment_intent.or(match facts.charge {
+            None => facts.fallback_id,
+            Some(_) => None,
+        }),
+        charge: facts.charge,
     };
-    let row = match existing {
-        Some(mut row) => {
+    let Some(provider_id) = facts.payment_intent.or(facts.charge).or(facts.fallback_id) else {
+        return Ok(None);
+    };
+    let new = NewTransaction {
+        user_id: facts.user,
+        provider_customer_id: facts.customer.map(str::to_owned),
+        kind: "charge".to_owned(),
+        status: facts.status.unwrap_or("pending").to_owned(),
+        amount: facts.amount.unwrap_or(0),
+        amount_refunded: facts.amount_refunded.unwrap_or(0),
+        currency: facts.currency.unwrap_or("usd").to_owned(),
+        description: facts.description.unwrap_or_default().to_owned(),
+        provider_transaction_id: provider_id.to_owned(),
+        payment_intent_id: facts.payment_intent.map(str::to_owned),
+        charge_id: facts.charge.map(str::to_owned),
+        parent_id: None,
+        created_at: now,
+        updated_at: now,
+    };
+    // A new charge is inserted (and the disputes waiting for it linked) by the lookup itself.
+    let row = match store::charge_or_insert(tx, ids, &new).await? {
+        (row, true) => row,
+        (mut row, false) => {
+            let had_user = row.user_id.is_some();
             if row.payment_intent_id.is_none() {
                 row.payment_intent_id = facts.payment_intent.map(str::to_owned);
             }
@@ -135,35 +171,11 @@ async fn upsert_charge(
             }
             row.updated_at = now;
             store::save_transaction(tx, &row).await?;
-            if let Some(user) = row.user_id {
+            // Refunds take their charge's user when stored, so only a charge that gets its
+            // user now can have refunds without one.
+            if let (false, Some(user)) = (had_user, row.user_id) {
                 store::adopt_refunds(tx, row.id, user).await?;
             }
-            row
-        }
-        None => {
-            let provider_id = facts
-                .payment_intent
-                .or(facts.charge)
-                .or(facts.fallback_id)
-                .unwrap_or_default();
-            let new = NewTransaction {
-                user_id: facts.user,
-                provider_customer_id: facts.customer.map(str::to_owned),
-                kind: "charge".to_owned(),
-                status: facts.status.unwrap_or("pending").to_owned(),
-                amount: facts.amount.unwrap_or(0),
-                amount_refunded: facts.amount_refunded.unwrap_or(0),
-                currency: facts.currency.unwrap_or("usd").to_owned(),
-                description: facts.description.unwrap_or_default().to_owned(),
-                provider_transaction_id: provider_id.to_owned(),
-                payment_intent_id: facts.payment_intent.map(str::to_owned),
-                charge_id: facts.charge.map(str::to_owned),
-                parent_id: None,
-                created_at: now,
-                updated_at: now,
-            };
-            let row = store::insert_transaction(tx, &new).await?;
-            store::link_disputes(tx, row.id, facts.payment_intent, facts.charge).await?;
             row
         }
     };
@@ -180,23 +192,29 @@ pub(crate) async fn apply(
     let (Some(event_id), Some(kind)) = (text(event, "id"), text(event, "type")) else {
         return Err(PaymentError::InvalidPayload);
     };
-    if !store::claim_event(tx, event_id, kind, now).await? {
-        return Ok(false);
-    }
-    let created = int(event, "created").unwrap_or(0);
     let object = event
         .get("data")
         .and_then(|d| d.get("object"))
         .unwrap_or(&Value::Null);
+    let mut customer = Customer {
+        id: id(object, "customer"),
+        stored: None,
+    };
+    let claim = store::claim_event(tx, event_id, kind, now, customer.id).await?;
+    if !claim.claimed {
+        return Ok(false);
+    }
+    customer.stored = claim.customer;
+    let customer = &mut customer;
+    let created = int(event, "created").unwrap_or(0);
     match kind {
-        "checkout.session.completed" => checkout_completed(tx, object, now).await?,
+        "checkout.session.completed" => checkout_completed(tx, object, customer, now).await?,
         "payment_intent.succeeded" | "payment_intent.payment_failed" => {
             let status = if kind.ends_with("succeeded") {
                 "succeeded"
             } else {
                 "failed"
             };
-            let customer = id(object, "customer");
             let user = user_of(tx, named_user(object), customer, None, now).await?;
             let facts = ChargeFacts {
                 payment_intent: text(object, "id"),
@@ -205,7 +223,7 @@ pub(crate) async fn apply(
                 currency: text(object, "currency"),
                 status: Some(status),
                 user,
-                customer,
+                customer: customer.id,
                 description: text(object, "description"),
                 ..ChargeFacts::default()
             };
@@ -213,7 +231,6 @@ pub(crate) async fn apply(
         }
         "invoice.paid" | "invoice.payment_failed" => {
             let paid = kind == "invoice.paid";
-            let customer = id(object, "customer");
             // The user named by the invoice, or by its subscription (whose metadata Stripe copies
             // into the invoice's `parent`).
             let user = user_of(
@@ -237,21 +254,21 @@ pub(crate) async fn apply(
                 currency: text(object, "currency"),
                 status: Some(if paid { "succeeded" } else { "failed" }),
                 user,
-                customer,
+                customer: customer.id,
                 description: Some("Subscription invoice"),
                 ..ChargeFacts::default()
             };
             upsert_charge(tx, facts, now).await?;
-            invoices::invoice_event(tx, object, kind, created, now).await?;
+            invoices::invoice_event(tx, object, kind, created, customer, now).await?;
         }
         "invoice.finalized" | "invoice.voided" | "invoice.marked_uncollectible" => {
-            invoices::invoice_event(tx, object, kind, created, now).await?;
+            invoices::invoice_event(tx, object, kind, created, customer, now).await?;
         }
-        "charge.refunded" => charge_refunded(tx, object, now).await?,
+        "charge.refunded" => charge_refunded(tx, object, customer, now).await?,
         "customer.subscription.created"
         | "customer.subscription.updated"
         | "customer.subscription.deleted" => {
-            subscription_event(tx, object, kind, created, now).await?;
+            subscription_event(tx, object, kind, created, customer, now).await?;
         }
         "radar.early_fraud_warning.created" => {
             let row = dispute_row(tx, object, "warning_issued", kind, created, now).await?;
@@ -286,9 +303,9 @@ pub(crate) async fn apply(
 async fn checkout_completed(
     tx: &mut DbConn<'_>,
     session: &Value,
+    customer: &mut Customer<'_>,
     now: NaiveDateTime,
 ) -> Result<(), PaymentError> {
-    let customer = id(session, "customer");
     let email = session
         .get("customer_details")
         .and_then(|d| text(d, "email"))
@@ -306,7 +323,7 @@ async fn checkout_completed(
             currency: text(session, "currency"),
             status: Some(if paid { "succeeded" } else { "pending" }),
             user,
-            customer,
+            customer: customer.id,
             description: Some("Checkout payment"),
             ..ChargeFacts::default()
         };
@@ -326,9 +343,9 @@ async fn checkout_completed(
 async fn charge_refunded(
     tx: &mut DbConn<'_>,
     charge: &Value,
+    customer: &mut Customer<'_>,
     now: NaiveDateTime,
 ) -> Result<(), PaymentError> {
-    let customer = id(charge, "customer");
     let user = user_of(tx, named_user(charge), customer, None, now).await?;
     let amount = int(charge, "amount").unwrap_or(0);
     let refunded = int(charge, "amount_refunded").unwrap_or(0);
@@ -345,7 +362,7 @@ async fn charge_refunded(
         currency: text(charge, "currency"),
         status: Some(status),
         user,
-        customer,
+        customer: customer.id,
         ..ChargeFacts::default()
     };
     let Some(parent) = upsert_charge(tx, facts, now).await? else {
@@ -361,9 +378,6 @@ async fn charge_refunded(
         let Some(refund_id) = text(refund, "id") else {
             continue;
         };
-        if store::find_by_provider_id(tx, refund_id).await?.is_some() {
-            continue;
-        }
         let new = NewTransaction {
             user_id: parent.user_id,
             provider_customer_id: parent.provider_customer_id.clone(),
@@ -382,7 +396,8 @@ async fn charge_refunded(
             created_at: now,
             updated_at: now,
         };
-        store::insert_transaction(tx, &new).await?;
+        // Kept as it is when stored before (by an earlier event or by the refund's own call).
+        store::insert_refund(tx, &new).await?;
     }
     Ok(())
 }
@@ -401,6 +416,7 @@ async fn subscription_event(
     sub: &Value,
     kind: &str,
     created: i64,
+    customer: &mut Customer<'_>,
     now: NaiveDateTime,
 ) -> Result<(), PaymentError> {
     let Some(sub_id) = text(sub, "id") else {
@@ -410,7 +426,6 @@ async fn subscription_event(
     if existing.as_ref().is_some_and(|s| s.event_created > created) {
         return Ok(()); // an older state than the one stored
     }
-    let customer = id(sub, "customer");
     let user = user_of(tx, named_user(sub), customer, None, now).await?;
     let item = sub
         .get("items")
@@ -430,7 +445,7 @@ async fn subscription_event(
     let row = SubscriptionRow {
         id: 0,
         user_id: user.or(existing.as_ref().and_then(|s| s.user_id)),
-        provider_customer_id: customer.map(str::to_owned),
+        provider_customer_id: customer.id.map(str::to_owned),
         provider_subscription_id: sub_id.to_owned(),
         plan_name: plan_name.to_owned(),
         price_id: text(price, "id").map(str::to_owned),
@@ -464,7 +479,12 @@ async fn dispute_row(
 ) -> Result<DisputeRow, PaymentError> {
     let charge = id(object, "charge");
     let payment_intent = id(object, "payment_intent");
-    let transaction = store::find_charge(tx, payment_intent, charge).await?;
+    let ids = ChargeIds {
+        payment_intent,
+        provider_id: payment_intent,
+        charge,
+    };
+    let transaction = store::find_charge(tx, ids).await?;
     let existing = match text(object, "id") {
         Some(d) => store::find_dispute_by_provider_id(tx, d).await?,
         None => None,
