@@ -88,6 +88,8 @@ PY
     start_keel $port DATABASE_URL="$url" KEEL_MODULES=ai AI_PROVIDER=openai \
       AI_CONVERSATION_STORE=database "${sim_env[@]}"
     wait_for_ports $((2 * hold))
+    [ $((2 * hold + 500)) -gt "$(ulimit -n)" ] &&
+      note "(open files are limited to $(ulimit -n) here, and keel needs two per held stream: streams past about $(( ($(ulimit -n) - 500) / 2 )) cannot all be held)"
     say "$(fmt_rate "$hold") streams opened at once, the provider writing one word every 2 s"
     lines=$(python3 bench/ai_streams.py 127.0.0.1 $port /ai/chat/stream "$hold" 60 "$keel_pid") ||
       die "the held streams failed"

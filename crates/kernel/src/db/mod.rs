@@ -18,7 +18,10 @@ use diesel_async::AsyncPgConnection;
 use diesel_async::SimpleAsyncConnection;
 #[cfg(feature = "postgres")]
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
-use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::deadpool::Object;
+#[cfg(feature = "sqlite")]
+use diesel_async::pooled_connection::deadpool::Pool;
+#[cfg(feature = "sqlite")]
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
 };
