@@ -4,7 +4,7 @@
 # back per email, which keel verifies and applies), then GET /comms/health while 64 email sends
 # each wait 2 s on the provider. The send's ceiling is the simulator's own rate for the very call
 # Keel makes (bench/sim_call.py repeats it with wrk; the simulator then has no webhook to post its
-# delivery events to, which in Keel's run are Keel's work); the health's, the bare actix-web
+# delivery events to, an empty --resend-webhook-url: in Keel's run they are Keel's work); the health's, the bare actix-web
 # handler answering the same body to the same requests. keel serves only the comms module (open: no token).
 # Usage: bash bench/comms.sh [postgres://user@host:5432/postgres]   (needs wrk and python3)
 # SQLite always; with a PostgreSQL URL, PostgreSQL too, in a scratch database.
@@ -49,7 +49,7 @@ bench_backend() { # label DATABASE_URL
   stop "$sim_pid"
 
   say "the provider call alone, against the simulator"
-  start_sim $sim_port
+  start_sim $sim_port --resend-webhook-url ''
   wrk_load "$conns" -s "$work/provider.lua" "$sim_base$call_path"
   stop "$sim_pid"
   row "\`POST /api/v1/comms/email/send\` (provider-sim as Resend)" "wrk, $conns conn." \

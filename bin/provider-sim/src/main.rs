@@ -14,21 +14,22 @@ struct Args {
     /// Address to listen on.
     #[arg(long, env = "PROVIDER_SIM_ADDR", default_value = "127.0.0.1:9900")]
     addr: String,
-    /// Where Stripe events are delivered (Keel's payment webhook route).
+    /// Where Stripe events are delivered (Keel's payment webhook route); empty: nowhere.
     #[arg(
         long,
         env = "PROVIDER_SIM_WEBHOOK_URL",
         default_value = "http://127.0.0.1:8000/api/v1/payment/webhook"
     )]
     webhook_url: String,
-    /// Where Resend email events are delivered (Keel's Resend webhook route).
+    /// Where Resend email events are delivered (Keel's Resend webhook route); empty: nowhere.
     #[arg(
         long,
         env = "PROVIDER_SIM_RESEND_WEBHOOK_URL",
         default_value = "http://127.0.0.1:8000/api/v1/comms/webhooks/resend"
     )]
     resend_webhook_url: String,
-    /// Where incoming SMS (STOP, START, ...) are delivered (Keel's Twilio inbound route).
+    /// Where incoming SMS (STOP, START, ...) are delivered (Keel's Twilio inbound route); empty:
+    /// nowhere.
     #[arg(
         long,
         env = "PROVIDER_SIM_TWILIO_SMS_URL",
@@ -44,14 +45,19 @@ struct Args {
     no_auto_events: bool,
 }
 
+/// A delivery address of the command line: an empty one turns those deliveries off.
+fn delivery_url(url: &str) -> Option<String> {
+    Some(url.trim().to_owned()).filter(|u| !u.is_empty())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
     let config = SimConfig {
         addr: args.addr.clone(),
-        webhook_url: Some(args.webhook_url.clone()),
-        resend_webhook_url: Some(args.resend_webhook_url.clone()),
-        twilio_sms_url: Some(args.twilio_sms_url.clone()),
+        webhook_url: delivery_url(&args.webhook_url),
+        resend_webhook_url: delivery_url(&args.resend_webhook_url),
+        twilio_sms_url: delivery_url(&args.twilio_sms_url),
         stripe_auto_events: !args.no_auto_events,
         chunk_delay: Duration::from_millis(args.chunk_delay_ms),
         callback_delay: Duration::from_millis(500),
@@ -65,9 +71,10 @@ async fn main() -> ExitCode {
         }
     };
     eprintln!("provider-sim listening on {}", sim.base_url());
-    eprintln!("  Stripe events go to {}", args.webhook_url);
-    eprintln!("  Resend events go to {}", args.resend_webhook_url);
-    eprintln!("  incoming SMS go to {}", args.twilio_sms_url);
+    let shown = |url: &str| delivery_url(url).unwrap_or_else(|| "nowhere".to_owned());
+    eprintln!("  Stripe events go to {}", shown(&args.webhook_url));
+    eprintln!("  Resend events go to {}", shown(&args.resend_webhook_url));
+    eprintln!("  incoming SMS go to {}", shown(&args.twilio_sms_url));
     eprintln!(
         "  outbox: {}/outbox   control API: {}/_sim/...",
         sim.base_url(),
