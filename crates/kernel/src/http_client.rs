@@ -14,7 +14,9 @@ pub struct HttpClientSettings {
     /// The longest wait for any read of a response (default 60 s); a stream that stalls longer
     /// fails.
     pub read_timeout: Duration,
-    /// Idle connections kept per host for reuse (default 32).
+    /// Idle connections kept per host for reuse (default 512). Below the calls a host gets at
+    /// once, every call past it opens a connection and closes it on return: at 64 concurrent
+    /// email sends a pool of 32 opened about 300 connections a second to the provider.
     pub pool_max_idle_per_host: usize,
     /// The `User-Agent` header.
     pub user_agent: String,
@@ -25,7 +27,7 @@ impl Default for HttpClientSettings {
         HttpClientSettings {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
-            pool_max_idle_per_host: 32,
+            pool_max_idle_per_host: 512,
             user_agent: format!("keel/{}", env!("CARGO_PKG_VERSION")),
         }
     }
