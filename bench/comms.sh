@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Communications against the provider simulator (as Resend and Twilio) on loopback: email sends
-# (validate, the Resend call, the log row; the simulator then posts two signed delivery events
-# back per email, which keel verifies and applies), then GET /comms/health while 64 email sends
-# each wait 2 s on the provider. The send's ceiling is the simulator's own rate for the very call
-# Keel makes (bench/sim_call.py repeats it with wrk; the simulator then has no webhook to post its
-# delivery events to, an empty --resend-webhook-url: in Keel's run they are Keel's work); the health's, the bare actix-web
-# handler answering the same body to the same requests. keel serves only the comms module (open: no token).
+# (validate, the suppression check, the Resend call, the log row), then the same sends while the
+# simulator posts two signed delivery events back per email (which keel verifies and applies), then
+# GET /comms/health while 64 email sends each wait 2 s on the provider. The send's ceiling is the
+# simulator's own rate for the very call Keel makes (bench/sim_call.py repeats it with wrk); in
+# both runs the simulator posts no delivery events (started with an empty --resend-webhook-url),
+# so that each measures one call; the events' cost is the note beside it. The health's ceiling is
+# the bare actix-web handler answering the same body to the same requests. keel serves only the
+# comms module (open: no token).
 # Usage: bash bench/comms.sh [postgres://user@host:5432/postgres]   (needs wrk and python3)
 # SQLite always; with a PostgreSQL URL, PostgreSQL too, in a scratch database.
 source "$(dirname "$0")/lib.sh"
@@ -15,7 +17,7 @@ sim_port=9931
 
 bench_backend() { # label DATABASE_URL
   local url=$2 send_rate send_p50 send_p99 slow sim_env slow_rate slow_p50 slow_p99
-  start_sim $sim_port --resend-webhook-url "http://127.0.0.1:$port/api/v1/comms/webhooks/resend"
+  start_sim $sim_port --resend-webhook-url ''
   mapfile -t sim_env < <(sim_settings)
   start_keel $port DATABASE_URL="$url" KEEL_MODULES=comms "${sim_env[@]}" \
     PUBLIC_BASE_URL="http://127.0.0.1:$port" COMMS_TIMEOUT_SECONDS=15
@@ -30,6 +32,14 @@ bench_backend() { # label DATABASE_URL
   say "POST /comms/email/send, $conns connections"
   wrk_load "$conns" -s bench/email.lua "$base/email/send"
   send_rate=$rate send_p50=$p50 send_p99=$p99
+
+  # The same, while the simulator posts each email's delivery events back to keel.
+  curl -sf -X POST "$sim_base/_sim/callbacks" -H 'content-type: application/json' \
+    -d "{\"url\": \"$keel_base/api/v1/comms/webhooks/resend\"}" >/dev/null
+  say "POST /comms/email/send, $conns connections, two delivery events posted back per email"
+  wrk_load "$conns" -s bench/email.lua "$base/email/send"
+  note "the email sends while the simulator posts two signed delivery events back per email: $(fmt_rate "$rate") req/s, p50 $(fmt_ms "$p50"), p99 $(fmt_ms "$p99")"
+  curl -sf -X POST "$sim_base/_sim/callbacks" -H 'content-type: application/json' -d '{}' >/dev/null
 
   # Every email send now waits 2 s on the provider.
   curl -sf -X POST "$sim_base/_sim/faults/resend" -H 'content-type: application/json' \
