@@ -99,11 +99,32 @@ pub fn parse_upload(
         UploadKind::Json => parse_json(file_name, bytes, now)?,
         UploadKind::Zip => parse_zip(bytes, limits, now)?,
     };
-    // Rendered here, on the parsing thread, rather than while the posts are written.
-    for post in items.iter_mut().filter_map(|item| item.post.as_mut().ok()) {
-        post.rendered = super::markdown::render(&post.content);
-    }
+    // Rendered here, off the executor, rather than while the posts are written.
+    render_all(&mut items);
     Ok(items)
+}
+
+/// Items below which one thread renders them all: starting threads costs more than it saves.
+const RENDER_ALONE: usize = 256;
+
+/// Renders the posts' Markdown, a share of them on each core: on a large archive rendering is
+/// most of the parsing, and the posts are written only once it is done.
+fn render_all(items: &mut [ParsedItem]) {
+    fn render(items: &mut [ParsedItem]) {
+        for post in items.iter_mut().filter_map(|item| item.post.as_mut().ok()) {
+            post.rendered = super::markdown::render(&post.content);
+        }
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores == 1 || items.len() < RENDER_ALONE {
+        return render(items);
+    }
+    let share = items.len().div_ceil(cores);
+    std::thread::scope(|scope| {
+        for part in items.chunks_mut(share) {
+            scope.spawn(|| render(part));
+        }
+    });
 }
 
 fn parse_json(
@@ -268,5 +289,32 @@ mod tests {
         assert!(!is_post_entry("content/._a.md"));
         assert!(!is_post_entry(".github/README.md"));
         assert!(!is_post_entry("images/a.png"));
+    }
+
+    #[test]
+    fn every_post_is_rendered_in_place_whatever_the_share() {
+        let now = kernel::time::now();
+        for count in [1, RENDER_ALONE - 1, RENDER_ALONE, 1001] {
+            let posts: Vec<Value> = (0..count)
+                .map(|i| serde_json::json!({"title": format!("Post {i}"), "content": format!("# Heading {i}")}))
+                .collect();
+            let bytes = serde_json::to_vec(&posts).unwrap_or_default();
+            let limits = ZipLimits {
+                max_entries: 1,
+                max_unpacked_bytes: 1,
+                max_ratio: 1,
+            };
+            let items = parse_upload("posts.json", &bytes, limits, now).unwrap_or_default();
+            assert_eq!(items.len(), count);
+            for (i, item) in items.iter().enumerate() {
+                let html = item.post.as_ref().map(|p| p.rendered.html.clone());
+                let html = html.unwrap_or_default();
+                assert_eq!(
+                    html,
+                    format!("<h1>Heading {i}</h1>\n"),
+                    "item {i} of {count}"
+                );
+            }
+        }
     }
 }
