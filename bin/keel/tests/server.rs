@@ -728,6 +728,11 @@ fn cli_workers_run_tasks_on_redis() {
         schedules["schedules"][0]["task_name"], "cleanup_expired_data",
         "{schedules}"
     );
+    // A delayed task, cancelled before it is due.
+    let later = run(&["tasks", "enqueue", "io_simulation_task", "--delay", "600"]);
+    let later = later["task_id"].as_str().unwrap().to_owned();
+    let cancelled = run(&["tasks", "cancel", &later]);
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
     let failed = run(&["tasks", "failed", "list", "--page-size", "5"]);
     assert_eq!(failed["page_size"], 5, "{failed}");
     let missing = command(&["tasks", "failed", "retry", "no-such-task"])

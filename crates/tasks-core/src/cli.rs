@@ -1,4 +1,4 @@
-//! `keel tasks list|enqueue|result|schedules|failed`, and what `keel worker --queues` parses. Answers are the same
+//! `keel tasks list|enqueue|result|cancel|schedules|failed`, and what `keel worker --queues` parses. Answers are the same
 //! bodies as the HTTP API, printed as JSON.
 
 use std::time::Duration;
@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::TasksModule;
 use crate::error::TasksError;
+use crate::service::Canceller;
 use crate::http::{
     EnqueueResponse, FailedListResponse, FailedTaskResponse, ScheduleListResponse,
     ScheduleResponse, TaskListResponse, TaskStatusResponse,
@@ -32,6 +33,9 @@ pub enum TasksCommand {
         /// Arguments as JSON: an array (positional), an object (keyword) or {"args": [...], "kwargs": {...}}.
         #[arg(long)]
         args: Option<String>,
+        /// Run it no sooner than this many seconds from now.
+        #[arg(long, default_value_t = 0)]
+        delay: u64,
     },
     /// A task's state and result, from the Redis queue. Needs Redis.
     Result {
@@ -43,6 +47,9 @@ pub enum TasksCommand {
         #[arg(long, default_value_t = 60)]
         timeout: u64,
     },
+    /// Cancel a queued or delayed task, or ask the worker running it to stop (as an
+    /// administrator's `DELETE /api/v1/tasks/{id}`). Needs Redis.
+    Cancel { id: String },
     /// Periodic tasks with their next and latest runs. Needs Redis.
     Schedules,
     /// Failed tasks kept for WORKER_KEEP_RESULT_SECONDS (dead letters). Needs Redis.
@@ -87,15 +94,23 @@ pub async fn run(module: &TasksModule, matches: &ArgMatches) -> Result<(), Strin
     let fail = |e: TasksError| e.to_string();
     let json = match TasksCommand::from_arg_matches(matches).map_err(|e| e.to_string())? {
         TasksCommand::List => serde_json::to_string_pretty(&module.cli_list().await.map_err(fail)?),
-        TasksCommand::Enqueue { name, queue, args } => serde_json::to_string_pretty(
+        TasksCommand::Enqueue {
+            name,
+            queue,
+            args,
+            delay,
+        } => serde_json::to_string_pretty(
             &module
-                .cli_enqueue(&name, queue.as_deref(), args.as_deref())
+                .cli_enqueue(&name, queue.as_deref(), args.as_deref(), delay)
                 .await
                 .map_err(fail)?,
         ),
         TasksCommand::Result { id, wait, timeout } => {
             let wait = wait.then(|| Duration::from_secs(timeout));
             serde_json::to_string_pretty(&module.cli_result(&id, wait).await.map_err(fail)?)
+        }
+        TasksCommand::Cancel { id } => {
+            serde_json::to_string_pretty(&module.cli_cancel(&id).await.map_err(fail)?)
         }
         TasksCommand::Schedules => {
             serde_json::to_string_pretty(&module.cli_schedules().await.map_err(fail)?)
@@ -126,12 +141,14 @@ impl TasksModule {
         Ok(self.service.overview().await?.into())
     }
 
-    /// `keel tasks enqueue NAME [--queue Q] [--args JSON]` (see [`parse_cli_args`]).
+    /// `keel tasks enqueue NAME [--queue Q] [--args JSON] [--delay SECONDS]` (see
+    /// [`parse_cli_args`]).
     pub async fn cli_enqueue(
         &self,
         task_name: &str,
         queue: Option<&str>,
         args_json: Option<&str>,
+        delay_seconds: u64,
     ) -> Result<EnqueueResponse, TasksError> {
         self.require_shared_backend()?;
         let (args, kwargs) = match args_json {
@@ -145,7 +162,7 @@ impl TasksModule {
                 queue: queue.map(str::to_owned),
                 args,
                 kwargs,
-                delay_seconds: 0,
+                delay_seconds,
             })
             .await?;
         Ok(queued.into())
@@ -181,6 +198,17 @@ impl TasksModule {
         Ok(ScheduleListResponse {
             schedules: views.into_iter().map(ScheduleResponse::from).collect(),
         })
+    }
+
+    /// `keel tasks cancel ID`, with an administrator's rights: the task as it is now.
+    pub async fn cli_cancel(&self, task_id: &str) -> Result<TaskStatusResponse, TasksError> {
+        self.require_shared_backend()?;
+        let admin = Canceller {
+            user_id: None,
+            admin: true,
+        };
+        let (_, record) = self.service.cancel(task_id, &admin).await?;
+        Ok(record.into())
     }
 
     /// `keel tasks failed list [--page N] [--page-size N]`.

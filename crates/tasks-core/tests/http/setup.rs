@@ -77,7 +77,7 @@ async fn auto_falls_back_to_memory_when_redis_is_down() {
         kernel::health::HealthStatus::Degraded
     );
     // Other processes cannot see an in-memory queue: the CLI and `keel worker` refuse it.
-    let refused = module.cli_enqueue("system_health_check", None, None).await;
+    let refused = module.cli_enqueue("system_health_check", None, None, 0).await;
     match refused {
         Err(tasks_core::TasksError::Unavailable(why)) => {
             // The refusal says why there is no Redis, what needs it, and where tasks do run.
@@ -126,6 +126,7 @@ async fn cli_enqueues_and_waits_for_results() {
             "cpu_intensive_task",
             Some("load_test"),
             Some("{\"limit\": 100}"),
+            0,
         )
         .await
         .unwrap();
@@ -136,12 +137,72 @@ async fn cli_enqueues_and_waits_for_results() {
     assert_eq!(result.status, tasks_core::TaskStatus::Completed);
     assert_eq!(result.result.unwrap()["primes_found"], 25);
     assert!(matches!(
-        cli.cli_enqueue("nope", None, None).await,
+        cli.cli_enqueue("nope", None, None, 0).await,
         Err(tasks_core::TasksError::UnknownTask { .. })
     ));
     assert!(matches!(
         cli.cli_result("missing", None).await,
         Err(tasks_core::TasksError::NotFound(_))
+    ));
+    worker.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_cancels_tasks_and_manages_failed_ones() {
+    let Some(h) = Harness::redis() else {
+        eprintln!("TEST_REDIS_URL is not set: Redis run skipped");
+        return;
+    };
+    let config = TasksConfig {
+        max_tries: 1,
+        ..h.config()
+    };
+    let module = TasksModule::connect(config.clone()).await.unwrap();
+    let worker = module.start_worker(&["load_test"]).unwrap();
+    let cli = TasksModule::connect(config).await.unwrap();
+
+    // A delayed task is cancelled before it runs; cancelling it again says the same.
+    let later = cli
+        .cli_enqueue("io_simulation_task", None, None, 3600)
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let cancelled = cli.cli_cancel(&later.task_id).await.unwrap();
+        assert_eq!(cancelled.status, tasks_core::TaskStatus::Cancelled);
+    }
+    assert!(matches!(
+        cli.cli_cancel("no-such-task").await,
+        Err(tasks_core::TasksError::NotFound(_))
+    ));
+
+    // A task that fails its only try is a dead letter: listed, retried (and failing again),
+    // then dropped.
+    let doomed = cli
+        .cli_enqueue(
+            "failure_testing_task",
+            None,
+            Some("{\"failure_rate\": 1.0}"),
+            0,
+        )
+        .await
+        .unwrap();
+    let wait = Some(Duration::from_secs(60));
+    let failed = cli.cli_result(&doomed.task_id, wait).await.unwrap();
+    assert_eq!(failed.status, tasks_core::TaskStatus::Failed);
+    let listed = cli.cli_failed(1, 20).await.unwrap();
+    assert_eq!(listed.total, 1);
+    assert_eq!(listed.tasks[0].task_id, doomed.task_id);
+    let retried = cli.cli_retry_failed(&doomed.task_id).await.unwrap();
+    assert_eq!(retried.task_id, doomed.task_id);
+    assert_eq!(cli.cli_failed(1, 20).await.unwrap().total, 0);
+    let again = cli.cli_result(&doomed.task_id, wait).await.unwrap();
+    assert_eq!(again.status, tasks_core::TaskStatus::Failed);
+    assert_eq!(cli.cli_failed(1, 20).await.unwrap().total, 1);
+    cli.cli_drop_failed(&doomed.task_id).await.unwrap();
+    assert_eq!(cli.cli_failed(1, 20).await.unwrap().total, 0);
+    assert!(matches!(
+        cli.cli_retry_failed(&doomed.task_id).await,
+        Err(tasks_core::TasksError::DeadLetterNotFound(_))
     ));
     worker.shutdown(Duration::from_secs(5)).await;
 }
