@@ -10,11 +10,11 @@ use serde_json::{Map, Value};
 
 use crate::TasksModule;
 use crate::error::TasksError;
-use crate::service::Canceller;
 use crate::http::{
     EnqueueResponse, FailedListResponse, FailedTaskResponse, ScheduleListResponse,
     ScheduleResponse, TaskListResponse, TaskStatusResponse,
 };
+use crate::service::Canceller;
 
 /// The command's name: `keel tasks`.
 pub const COMMAND: &str = "tasks";

@@ -77,7 +77,9 @@ async fn auto_falls_back_to_memory_when_redis_is_down() {
         kernel::health::HealthStatus::Degraded
     );
     // Other processes cannot see an in-memory queue: the CLI and `keel worker` refuse it.
-    let refused = module.cli_enqueue("system_health_check", None, None, 0).await;
+    let refused = module
+        .cli_enqueue("system_health_check", None, None, 0)
+        .await;
     match refused {
         Err(tasks_core::TasksError::Unavailable(why)) => {
             // The refusal says why there is no Redis, what needs it, and where tasks do run.
