@@ -131,7 +131,11 @@ fn respond(sim: &Arc<Sim>, req: &HttpRequest, body: &[u8], batch: bool) -> Resul
         }
         let emails = items.iter().map(validate).collect::<Result<Vec<_>, _>>()?;
         let ids: Vec<Value> = emails.iter().map(|e| json!({"id": e.id})).collect();
-        lock(&sim.outbox).emails.extend(emails.iter().cloned());
+        let mut outbox = lock(&sim.outbox);
+        for email in &emails {
+            outbox.add_email(email.clone());
+        }
+        drop(outbox);
         for email in emails {
             spawn_lifecycle(sim.clone(), email);
         }
@@ -139,7 +143,7 @@ fn respond(sim: &Arc<Sim>, req: &HttpRequest, body: &[u8], batch: bool) -> Resul
     } else {
         let email = validate(&parsed)?;
         let response = json!({"id": email.id});
-        lock(&sim.outbox).emails.push(email.clone());
+        lock(&sim.outbox).add_email(email.clone());
         spawn_lifecycle(sim.clone(), email);
         response
     };
@@ -318,11 +322,7 @@ async fn get(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<String>) -> 
         Err(e) => e,
         Ok(()) => {
             let id = path.into_inner();
-            let found = lock(&sim.outbox)
-                .emails
-                .iter()
-                .find(|e| e.id == id)
-                .cloned();
+            let found = lock(&sim.outbox).email(&id).cloned();
             match found {
                 Some(e) => Reply::json(
                     200,
@@ -434,9 +434,7 @@ pub async fn event_for(
     options: &CallbackOptions,
 ) -> Result<Vec<Delivery>, String> {
     let email = lock(&sim.outbox)
-        .emails
-        .iter()
-        .find(|e| e.id == email_id)
+        .email(email_id)
         .cloned()
         .ok_or_else(|| format!("No email {email_id}"))?;
     deliver(sim, &email, kind, options).await
@@ -458,11 +456,7 @@ async fn deliver(
         .clone()
         .or_else(|| sim.config.resend_webhook_url.clone())
         .ok_or_else(|| "no Resend webhook URL configured".to_owned())?;
-    if let Some(stored) = lock(&sim.outbox)
-        .emails
-        .iter_mut()
-        .find(|e| e.id == email.id)
-    {
+    if let Some(stored) = lock(&sim.outbox).email_mut(&email.id) {
         stored.last_event = Some(kind.strip_prefix("email.").unwrap_or(kind).to_owned());
     }
     let event = event(email, kind, options.bounce_type.as_deref());
