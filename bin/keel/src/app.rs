@@ -201,6 +201,8 @@ impl Application {
             .and_then(|r| r.start_embedded_worker());
         let workers = config.http_workers;
         let shutdown_timeout = config.shutdown_timeout_seconds;
+        // A duplicate descriptor per connection, kept only for modules that use it.
+        let watch_clients = composed.modules.iter().any(|m| m.watches_clients());
         let state = web::Data::from(composed);
         let exporter = config.metrics_enabled.then(metrics::install).transpose()?;
         // `/metrics` on its own server when METRICS_ADDR is set, else on the main port.
@@ -257,8 +259,10 @@ impl Application {
                     .client_disconnect_timeout(Duration::from_secs(1))
                     .local_addr(local_addr)
                     // For handlers that hold a request open until the client leaves.
-                    .on_connect_ext(|io: &ParseErrorBodies<TcpStream>, data| {
-                        kernel::peer::record(io.get_ref(), data)
+                    .on_connect_ext(move |io: &ParseErrorBodies<TcpStream>, data| {
+                        if watch_clients {
+                            kernel::peer::record(io.get_ref(), data)
+                        }
                     })
                     // `AppConfig::new` is private to actix-web. The default differs from what
                     // `HttpServer` passes only in its host and local address, which the app sees

@@ -61,3 +61,50 @@ async fn a_result_waits_for_its_job_and_a_client_that_leaves_ends_the_wait() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 204"), "{answer}");
 }
+
+/// Open descriptors of this process (the test and the server it runs).
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// How many descriptors `count` kept-alive connections with one answered request each add.
+async fn descriptors_per_connection(modules: &[&'static str]) -> f64 {
+    const COUNT: usize = 40;
+    let db = TestDb::sqlite().await;
+    let s = TestConfig::new(&db).modules(modules).spawn().await;
+    let port = s.base_url.rsplit(':').next().unwrap().to_owned();
+    let before = open_fds();
+    let mut sockets = Vec::new();
+    for _ in 0..COUNT {
+        let mut socket = tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        // Answered: the server has accepted the connection and run its hook.
+        socket
+            .write_all(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut head = [0u8; 12];
+        socket.read_exact(&mut head).await.unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200");
+        sockets.push(socket);
+    }
+    let added = open_fds() - before;
+    drop(sockets);
+    added as f64 / COUNT as f64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_duplicated_only_for_a_module_that_watches_its_clients() {
+    // The client's socket and the server's; with the tasks module, the duplicate as well.
+    let without = descriptors_per_connection(&["auth", "blog"]).await;
+    assert!(
+        (1.9..2.5).contains(&without),
+        "{without} descriptors a connection"
+    );
+    let with = descriptors_per_connection(&["auth", "tasks"]).await;
+    assert!(
+        (2.9..3.5).contains(&with),
+        "{with} descriptors a connection"
+    );
+}

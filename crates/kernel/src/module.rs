@@ -216,6 +216,14 @@ pub trait Module: Send + Sync + 'static {
     /// The routes under [`side_mount`](Self::side_mount).
     fn side_routes(&self, _cfg: &mut ServiceConfig) {}
 
+    /// Whether a handler of this module holds a request open on purpose and stops when its
+    /// client leaves ([`crate::peer::PeerConnection::closed`]). The server records each accepted
+    /// connection for them, at the cost of a second file descriptor per connection, only when a
+    /// mounted module says so.
+    fn watches_clients(&self) -> bool {
+        false
+    }
+
     /// The module's entry in `GET /health`.
     async fn health(&self) -> ModuleHealth;
 

@@ -358,6 +358,11 @@ impl Module for TasksModule {
         Self::NAME
     }
 
+    /// `GET /result/{task_id}?wait=` holds its request until the job ends or the client leaves.
+    fn watches_clients(&self) -> bool {
+        true
+    }
+
     fn mounts(&self) -> Mounts {
         self.mounts.clone()
     }
