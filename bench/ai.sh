@@ -8,7 +8,7 @@
 # Usage: bash bench/ai.sh [postgres://user@host:5432/postgres]   (needs python3)
 # SQLite always; with a PostgreSQL URL, PostgreSQL too, in a scratch database.
 # BENCH_AI_HOLD: streams held open at once (default 10,000; 0 skips that part). It needs about
-# three file descriptors per stream in keel: the script raises `ulimit -n` as far as it may, and
+# two file descriptors per stream in keel: the script raises `ulimit -n` as far as it may, and
 # holds fewer streams, said in its line, where the limit cannot reach that. The held streams' server
 # runs without the circuit breaker (AI_CIRCUIT_FAILURES=0): a few local connections refused in
 # the burst would otherwise close every later stream with the breaker's error, which measures the
@@ -91,12 +91,12 @@ PY
     curl -sf -X POST "$sim_base/_sim/llm/chunk-delay" -H 'content-type: application/json' -d '{"ms": 2000}' >/dev/null
     start_keel $port DATABASE_URL="$url" KEEL_MODULES=ai AI_PROVIDER=openai \
       AI_CONVERSATION_STORE=database AI_CIRCUIT_FAILURES=0 "${sim_env[@]}"
-    # Three descriptors per held stream: the client's socket, the duplicate keel keeps of it to
-    # see the client leave (kernel::peer), and the connection to the provider.
-    local held=$hold fits=$(( ($(ulimit -n) - 1000) / 3 / 500 * 500 ))
+    # Two descriptors per held stream: the client's socket and the connection to the provider
+    # (a server without the tasks module keeps no duplicate of the client's, kernel::peer).
+    local held=$hold fits=$(( ($(ulimit -n) - 1000) / 2 / 500 * 500 ))
     if [ "$held" -gt "$fits" ]; then
       held=$fits
-      note "(open files are limited to $(ulimit -n) here, and keel needs three per held stream: $(fmt_rate "$held") held instead of $(fmt_rate "$hold"))"
+      note "(open files are limited to $(ulimit -n) here, and keel needs two per held stream: $(fmt_rate "$held") held instead of $(fmt_rate "$hold"))"
     fi
     wait_for_ports $((2 * held))
     say "$(fmt_rate "$held") streams opened at once, the provider writing one word every 2 s"
