@@ -65,6 +65,7 @@ async fn large_imports_resolve_tags_and_repeated_slugs_across_chunks(db: TestDb)
     let (_, total) = c.public_slugs("").await;
     assert_eq!(total, 2500);
     // The kept counts follow single deletes and status changes after the bulk inserts.
+    let c = &c;
     let by_slug = |slug: &'static str| async move {
         let r = c.get(&format!("/posts/{slug}"), None).await;
         r.json::<Value>().await.unwrap()["id"].clone()
