@@ -1,5 +1,5 @@
-//! `keel tasks list|enqueue|result|cancel|schedules|failed`, and what `keel worker --queues` parses. Answers are the same
-//! bodies as the HTTP API, printed as JSON.
+//! `keel tasks list|enqueue|result|cancel|schedules|failed`, and what `keel worker --queues`
+//! parses. Answers are the same bodies as the HTTP API, printed as JSON.
 
 use std::time::Duration;
 

@@ -296,7 +296,10 @@ mod tests {
         let now = kernel::time::now();
         for count in [1, RENDER_ALONE - 1, RENDER_ALONE, 1001] {
             let posts: Vec<Value> = (0..count)
-                .map(|i| serde_json::json!({"title": format!("Post {i}"), "content": format!("# Heading {i}")}))
+                .map(|i| {
+                    let (title, content) = (format!("Post {i}"), format!("# Heading {i}"));
+                    serde_json::json!({"title": title, "content": content})
+                })
                 .collect();
             let bytes = serde_json::to_vec(&posts).unwrap_or_default();
             let limits = ZipLimits {

@@ -4,10 +4,10 @@
 //! the runtime of the thread that opened it, and every query crosses to that task and back. With
 //! one shared pool a request on one HTTP worker thread often gets a connection opened by another,
 //! so each statement wakes a second thread twice (under load, a quarter of the server's CPU went to
-//! the kernel's scheduler and wake-ups, this among them). Here the pool is split into one part per core: a thread takes connections
-//! from its own part, where they were opened by threads of that part (in a server, the one HTTP
-//! worker of that core), and only borrows from another part when its own has no connection idle
-//! and no room to open one.
+//! the kernel's scheduler and wake-ups, this among them). Here the pool is split into one part per
+//! core: a thread takes connections from its own part, where they were opened by threads of that
+//! part (in a server, the one HTTP worker of that core), and only borrows from another part when
+//! its own has no connection idle and no room to open one.
 
 use std::cell::Cell;
 use std::sync::Arc;
