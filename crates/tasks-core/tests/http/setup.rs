@@ -194,9 +194,12 @@ async fn cli_cancels_tasks_and_manages_failed_ones() {
     let listed = cli.cli_failed(1, 20).await.unwrap();
     assert_eq!(listed.total, 1);
     assert_eq!(listed.tasks[0].task_id, doomed.task_id);
+    // No worker runs while the retry is checked: one would fail the task again at once.
+    worker.shutdown(Duration::from_secs(5)).await;
     let retried = cli.cli_retry_failed(&doomed.task_id).await.unwrap();
     assert_eq!(retried.task_id, doomed.task_id);
     assert_eq!(cli.cli_failed(1, 20).await.unwrap().total, 0);
+    let worker = module.start_worker(&["load_test"]).unwrap();
     let again = cli.cli_result(&doomed.task_id, wait).await.unwrap();
     assert_eq!(again.status, tasks_core::TaskStatus::Failed);
     assert_eq!(cli.cli_failed(1, 20).await.unwrap().total, 1);
