@@ -176,6 +176,9 @@ impl StatementLog {
     pub fn attach(&self, conn: &mut crate::DbConn<'_>) {
         match conn {
             crate::DbConn::Postgres(c) => c.set_instrumentation(self.clone()),
+            crate::DbConn::PostgresShared(_) => {
+                panic!("statements are logged on a connection checked out with `DbPool::get`")
+            }
             crate::DbConn::Sqlite(c) => c.set_instrumentation(self.clone()),
         }
     }

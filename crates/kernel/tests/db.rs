@@ -34,10 +34,7 @@ async fn pool(db: &TestDb) -> DbPool {
         }
     };
     let mut pooled = pool.get().await.unwrap();
-    match pooled.conn() {
-        DbConn::Postgres(c) => c.batch_execute(ddl).await.unwrap(),
-        DbConn::Sqlite(c) => c.batch_execute(ddl).await.unwrap(),
-    }
+    with_conn!(&mut pooled.conn(), |c| c.batch_execute(ddl).await).unwrap();
     pool
 }
 
@@ -167,7 +164,7 @@ async fn killed_postgres_connections_are_503_and_the_pool_recovers() {
             .await
             .unwrap()
         }
-        DbConn::Sqlite(_) => unreachable!("a PostgreSQL database"),
+        _ => unreachable!("a PostgreSQL database, checked out with `get`"),
     };
     {
         let mut killer = admin.get().await.unwrap();
@@ -219,6 +216,7 @@ async fn units_dropped_mid_query_finish_on_their_own_task() {
                 .batch_execute("BEGIN; LOCK TABLE notes IN EXCLUSIVE MODE")
                 .await
                 .unwrap(),
+            DbConn::PostgresShared(_) => unreachable!("checked out with `get`"),
         }
         let unit_pool = pool.clone();
         let unit = kernel::unit::run(async move {
@@ -232,6 +230,7 @@ async fn units_dropped_mid_query_finish_on_their_own_task() {
         match held.conn() {
             DbConn::Sqlite(c) => c.batch_execute("ROLLBACK").await.unwrap(),
             DbConn::Postgres(c) => c.batch_execute("ROLLBACK").await.unwrap(),
+            DbConn::PostgresShared(_) => unreachable!("checked out with `get`"),
         }
         drop(held);
         // The dropped unit completes on its own.

@@ -69,6 +69,7 @@ async fn a_request_dropped_mid_query_leaves_no_panic(db: TestDb) {
                 .batch_execute("BEGIN; LOCK TABLE blog_tags IN EXCLUSIVE MODE")
                 .await
                 .unwrap(),
+            kernel::DbConn::PostgresShared(_) => unreachable!("checked out with `get`"),
         }
     }
     // The client resets its connection while the insert waits: actix drops the handler then.
@@ -81,6 +82,7 @@ async fn a_request_dropped_mid_query_leaves_no_panic(db: TestDb) {
         match held.conn() {
             kernel::DbConn::Sqlite(conn) => conn.batch_execute("ROLLBACK").await.unwrap(),
             kernel::DbConn::Postgres(conn) => conn.batch_execute("ROLLBACK").await.unwrap(),
+            kernel::DbConn::PostgresShared(_) => unreachable!("checked out with `get`"),
         }
     }
     drop(held);

@@ -32,12 +32,16 @@ use diesel_migrations::MigrationHarness;
 mod cached;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod shared;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 pub use cached::Cached;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgPool, pin_thread};
+#[cfg(feature = "postgres")]
+pub use shared::SharedPg;
 
 /// See the PostgreSQL build's `pin_thread`: without PostgreSQL there is nothing to pin.
 #[cfg(not(feature = "postgres"))]
@@ -167,8 +171,13 @@ pub struct PoolStatus {
 
 /// A connection of either backend, borrowed from a pool or from an open transaction.
 pub enum DbConn<'a> {
+    /// Checked out of the pool, or in a transaction: this caller's alone.
     #[cfg(feature = "postgres")]
     Postgres(&'a mut AsyncPgConnection),
+    /// Shared with concurrent callers, for statements outside a transaction
+    /// ([`DbPool::shared`]).
+    #[cfg(feature = "postgres")]
+    PostgresShared(&'a AsyncPgConnection),
     #[cfg(feature = "sqlite")]
     Sqlite(&'a mut SqliteConn),
 }
@@ -178,9 +187,22 @@ impl DbConn<'_> {
     pub fn backend(&self) -> Backend {
         match self {
             #[cfg(feature = "postgres")]
-            DbConn::Postgres(_) => Backend::Postgres,
+            DbConn::Postgres(_) | DbConn::PostgresShared(_) => Backend::Postgres,
             #[cfg(feature = "sqlite")]
             DbConn::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// The PostgreSQL connection, borrowed shared: what [`with_conn!`](crate::with_conn) runs
+    /// statements on (diesel-async runs a statement the same through either borrow).
+    #[cfg(feature = "postgres")]
+    #[doc(hidden)]
+    pub fn postgres(&self) -> Option<&AsyncPgConnection> {
+        match self {
+            DbConn::Postgres(c) => Some(c),
+            DbConn::PostgresShared(c) => Some(c),
+            #[allow(unreachable_patterns)]
+            _ => None,
         }
     }
 }
@@ -190,6 +212,8 @@ impl DbConn<'_> {
 pub enum PooledConn {
     #[cfg(feature = "postgres")]
     Postgres(Object<AsyncPgConnection>),
+    #[cfg(feature = "postgres")]
+    PostgresShared(std::sync::Arc<SharedPg>),
     #[cfg(feature = "sqlite")]
     Sqlite(Object<SqliteConn>),
 }
@@ -200,6 +224,8 @@ impl PooledConn {
         match self {
             #[cfg(feature = "postgres")]
             PooledConn::Postgres(o) => DbConn::Postgres(o),
+            #[cfg(feature = "postgres")]
+            PooledConn::PostgresShared(c) => DbConn::PostgresShared(c),
             #[cfg(feature = "sqlite")]
             PooledConn::Sqlite(o) => DbConn::Sqlite(o),
         }
@@ -339,6 +365,19 @@ impl DbPool {
             #[cfg(feature = "sqlite")]
             DbPool::Sqlite(p) => PooledConn::Sqlite(p.get().await?),
         })
+    }
+
+    /// A connection for statements outside a transaction: on PostgreSQL one shared with the
+    /// requests running at once, their statements pipelined (see `shared`), so nothing that
+    /// changes the session may run on it; on SQLite one checked out like [`DbPool::get`]. What
+    /// stores are handed for single statements and reads.
+    pub async fn shared(&self) -> Result<PooledConn, DbError> {
+        match self {
+            #[cfg(feature = "postgres")]
+            DbPool::Postgres(p) => Ok(PooledConn::PostgresShared(p.shared().await?)),
+            #[allow(unreachable_patterns)]
+            _ => self.get().await,
+        }
     }
 
     /// Runs `SELECT 1`: the readiness check.
@@ -557,6 +596,10 @@ pub fn is_unique_violation(e: &QueryError) -> bool {
 /// with_conn!(conn, |c| users::table.find(id).first::<UserRow>(c).await.optional())
 /// ```
 ///
+/// On PostgreSQL `c` is a `&mut &AsyncPgConnection`: a shared borrow, which diesel-async runs
+/// statements through as it does an exclusive one, so that one body serves a connection of the
+/// caller's own and one shared with concurrent callers ([`DbPool::shared`]).
+///
 /// The rare dialect difference takes one arm per backend:
 /// `with_conn!(conn, postgres |c| ..., sqlite |c| ...)`.
 ///
@@ -572,10 +615,11 @@ macro_rules! with_conn {
         #[allow(irrefutable_let_patterns, unreachable_code)]
         let result = 'conn: {
             $crate::__postgres! {
-                if let $crate::db::DbConn::Postgres($pc) = conn {
+                if let Some(shared) = conn.postgres() {
                     #[allow(unused_imports)]
                     use $crate::diesel_async::RunQueryDsl as _;
-                    let $pc: &mut $crate::diesel_async::AsyncPgConnection = &mut **$pc;
+                    let mut shared: &$crate::diesel_async::AsyncPgConnection = shared;
+                    let $pc = &mut shared;
                     break 'conn $pbody;
                 }
             }
@@ -647,7 +691,8 @@ macro_rules! write_tx {
 /// one snapshot, and evaluates to its `Result`: on SQLite inside a read transaction (`BEGIN` ...
 /// `COMMIT`), so that what they read agrees (a page, its total and its tags) and the WAL read lock
 /// is taken once instead of once per statement; on PostgreSQL as they are, each statement its own
-/// snapshot (a transaction would cost two more round trips). For reads only: writes go through
+/// snapshot (a transaction would cost two more round trips), on a connection shared with
+/// concurrent requests ([`DbPool::shared`]). For reads only: writes go through
 /// [`write_tx!`](crate::write_tx). The error type must implement `From<diesel::result::Error>` and
 /// `From<kernel::DbError>`:
 ///
@@ -666,11 +711,8 @@ macro_rules! read_snapshot {
             $crate::__postgres! {
                 if let $crate::db::DbPool::Postgres(p) = pool {
                     break 'read async {
-                        let mut o = p
-                            .get()
-                            .await
-                            .map_err(|e| <$err>::from($crate::db::DbError::from(e)))?;
-                        let mut $conn = $crate::db::DbConn::Postgres(&mut o);
+                        let shared = p.shared().await.map_err(<$err>::from)?;
+                        let mut $conn = $crate::db::DbConn::PostgresShared(&shared);
                         #[allow(unused_mut)]
                         let $conn = &mut $conn;
                         $body

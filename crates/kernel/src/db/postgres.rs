@@ -22,6 +22,7 @@ use diesel_async::pooled_connection::{
 };
 
 use super::DbError;
+use super::shared::{SharedPg, Slot};
 
 /// One part: no test query per checkout (a round trip on every request). A connection the server
 /// closed is seen closed by its background task and discarded on return, and a query on one lost
@@ -43,6 +44,10 @@ fn part(url: &str, size: usize, timeout: Duration) -> Result<Pool<AsyncPgConnect
 #[derive(Clone)]
 pub struct PgPool {
     parts: Arc<[Pool<AsyncPgConnection>]>,
+    /// One shared connection per part (see `super::shared`).
+    shared: Arc<[Slot]>,
+    url: Arc<str>,
+    timeout: Duration,
 }
 
 /// The next part handed to a thread that asks for the first time.
@@ -83,6 +88,7 @@ impl PgPool {
     ) -> Result<Self, DbError> {
         let max_size = max_size.max(1);
         let parts = parts.clamp(1, max_size);
+        let shared = (0..parts).map(|_| Slot::default()).collect();
         let parts = (0..parts)
             // The first `max_size % parts` parts take one connection more.
             .map(|i| {
@@ -95,7 +101,17 @@ impl PgPool {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(PgPool {
             parts: parts.into(),
+            shared,
+            url: url.into(),
+            timeout,
         })
+    }
+
+    /// This thread's part's shared connection, for statements outside a transaction (see
+    /// `super::shared`), opened within the pool's timeout if it has none open.
+    pub async fn shared(&self) -> Result<Arc<SharedPg>, DbError> {
+        let own = this_threads_part() % self.shared.len();
+        self.shared[own].get(&self.url, self.timeout).await
     }
 
     /// Checks a connection out: from this thread's part, else from another part that has one idle
@@ -200,6 +216,57 @@ mod tests {
         drop(own);
         assert_eq!(pool.status().available, 1);
         assert_eq!(pool.status().size, 2);
+    }
+
+    async fn shared_pid(conn: &SharedPg) -> diesel::QueryResult<i32> {
+        let mut conn: &AsyncPgConnection = conn;
+        diesel::select(sql::<Integer>("pg_backend_pid()"))
+            .get_result(&mut conn)
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_part_shares_one_connection_and_replaces_it_once_closed() {
+        let Ok(url) = std::env::var("TEST_DATABASE_URL") else {
+            return; // PostgreSQL half: needs TEST_DATABASE_URL
+        };
+        let pool = PgPool::new(&url, 2, 2, Duration::from_secs(5)).unwrap();
+        pin_thread(0);
+        let first = pool.shared().await.unwrap();
+        let again = pool.shared().await.unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "one connection per part");
+        // Statements of concurrent callers are in flight on it at once, answered in order.
+        let (a, b) = futures_util::try_join!(shared_pid(&first), shared_pid(&again)).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(pool.status().size, 0, "no pooled connection was checked out");
+
+        pin_thread(1);
+        let other = pool.shared().await.unwrap();
+        assert_ne!(shared_pid(&other).await.unwrap(), a, "part 1 has its own");
+        let mut killer: &AsyncPgConnection = &other;
+        diesel::select(sql::<diesel::sql_types::Bool>(&format!(
+            "pg_terminate_backend({a})"
+        )))
+        .get_result::<bool>(&mut killer)
+        .await
+        .unwrap();
+
+        // The statements on the closed connection fail as a lost connection; once its task has
+        // seen it close, part 0 opens another.
+        let lost = DbError::from(shared_pid(&first).await.unwrap_err());
+        assert!(lost.is_connection_lost(), "{lost:?}");
+        pin_thread(0);
+        let mut replaced = None;
+        for _ in 0..100 {
+            let conn = pool.shared().await.unwrap();
+            if !Arc::ptr_eq(&conn, &first) {
+                replaced = Some(conn);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let replaced = replaced.expect("a new shared connection");
+        assert_ne!(shared_pid(&replaced).await.unwrap(), a);
     }
 
     #[tokio::test]

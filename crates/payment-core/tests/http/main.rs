@@ -753,10 +753,7 @@ async fn execute(db: &TestDb, sql: &str) {
     use kernel::diesel_async::SimpleAsyncConnection;
     let pool = kernel::DbPool::connect(&db.url, 1).await.unwrap();
     let mut pooled = pool.get().await.unwrap();
-    match pooled.conn() {
-        kernel::DbConn::Postgres(c) => c.batch_execute(sql).await.unwrap(),
-        kernel::DbConn::Sqlite(c) => c.batch_execute(sql).await.unwrap(),
-    }
+    kernel::with_conn!(&mut pooled.conn(), |c| c.batch_execute(sql).await).unwrap();
 }
 
 async fn a_database_failure_mid_event_is_a_500_and_the_retry_succeeds(db: TestDb) {
