@@ -271,7 +271,7 @@ fn message_row(conversation_id: &str, seq: i64, m: &StoredMessage) -> MessageRow
 #[async_trait::async_trait]
 impl ConversationStore for DatabaseStore {
     async fn get(&self, id: &str, context: Option<usize>) -> Result<Option<Conversation>, AiError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let mut conn = pooled.conn();
         let found: QueryResult<Option<(HeadRow, Vec<MessageRow>)>> = with_conn!(&mut conn, |c| {
             let Some(head) = ai_conversations::table
@@ -376,7 +376,7 @@ impl ConversationStore for DatabaseStore {
     }
 
     async fn list(&self, user_id: &str, limit: usize) -> Result<Vec<ConversationHead>, AiError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows: Vec<HeadRow> = with_conn!(&mut pooled.conn(), |c| {
             ai_conversations::table
@@ -391,7 +391,7 @@ impl ConversationStore for DatabaseStore {
     }
 
     async fn count(&self) -> Result<i64, AiError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let n: i64 = with_conn!(&mut pooled.conn(), |c| {
             ai_conversations::table.count().get_result(c).await
         })?;

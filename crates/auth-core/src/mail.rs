@@ -117,7 +117,7 @@ impl AccountMails {
             created_at: now,
             expires_at,
         };
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.get().await?;
         let mut conn = pooled.conn();
         store::delete_expired_mail_tokens(&mut conn, user.id, now).await?;
         store::insert_mail_token(&mut conn, &row).await?;

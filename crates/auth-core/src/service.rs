@@ -249,7 +249,7 @@ impl AuthServiceImpl {
             updated_at: now,
             email_verified,
         };
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.get().await?;
         match store::insert(&mut pooled.conn(), &row).await {
             Ok(row) => Ok(row.into()),
             Err(e) if kernel::db::is_unique_violation(&e) => Err(AuthError::EmailTaken),
@@ -290,7 +290,7 @@ impl AuthService for AuthServiceImpl {
         self.limit(Action::Login, ip).await?;
         let key = domain::email_key(email);
         let row = {
-            let mut pooled = self.pool.shared().await?;
+            let mut pooled = self.pool.read().await?;
             store::find_by_email_key(&mut pooled.conn(), &key).await?
         };
         let hash = row.as_ref().map(|r| r.hashed_password.as_str());
@@ -313,7 +313,7 @@ impl AuthService for AuthServiceImpl {
             Err(ticket) => {
                 let mut pooled = self
                     .pool
-                    .get()
+                    .read()
                     .await
                     .map_err(|e| AuthFailure::Unavailable(e.to_string()))?;
                 let user = User::from(
@@ -340,13 +340,13 @@ impl AuthService for AuthServiceImpl {
     }
 
     async fn list_users(&self, page: Page) -> Result<(Vec<User>, i64), AuthError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let (rows, total) = store::list(&mut pooled.conn(), page.offset(), page.limit()).await?;
         Ok((rows.into_iter().map(User::from).collect(), total))
     }
 
     async fn find_by_email(&self, email: &str) -> Result<Option<User>, AuthError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let row = store::find_by_email_key(&mut pooled.conn(), &domain::email_key(email)).await?;
         Ok(row.map(User::from))
     }
@@ -368,7 +368,7 @@ impl AuthService for AuthServiceImpl {
             updated_at: Some(kernel::time::now()),
             ..UserChanges::default()
         };
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.get().await?;
         let updated = store::update(&mut pooled.conn(), id, &changes).await;
         self.users.invalidate();
         updated?.map(User::from).ok_or(AuthError::UserNotFound)

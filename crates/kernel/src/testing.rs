@@ -230,7 +230,8 @@ impl diesel::connection::Instrumentation for StatementLog {
 }
 
 /// Checks out every connection of `pool` and holds them: until the returned connections are
-/// dropped, a unit of work that needs one waits for it (a request's write stays under way).
+/// dropped, a unit of work that needs one waits for it (a request's write stays under way). On
+/// PostgreSQL reads go on over the pool's shared connections ([`DbPool::read`]).
 #[allow(clippy::expect_used)]
 pub async fn hold_every_connection(pool: &DbPool) -> Vec<crate::db::PooledConn> {
     let mut held = Vec::new();
@@ -238,6 +239,48 @@ pub async fn hold_every_connection(pool: &DbPool) -> Vec<crate::db::PooledConn> 
         held.push(pool.get().await.expect("a connection of the test pool"));
     }
     held
+}
+
+/// A lock on a table, held by a transaction on a connection of its own until
+/// [`WriteLock::release`]: a write to the table waits inside its statement meanwhile, and with
+/// [`WriteLock::take_all`] on PostgreSQL a read too. On SQLite the lock is the database's write
+/// lock (`BEGIN IMMEDIATE`), which no read waits for (hold the pool's connections for that:
+/// [`hold_every_connection`]).
+pub struct WriteLock {
+    _pool: DbPool,
+    conn: crate::db::PooledConn,
+}
+
+#[allow(clippy::expect_used)]
+impl WriteLock {
+    pub async fn take(url: &str, table: &str) -> Self {
+        Self::lock(url, table, "EXCLUSIVE").await
+    }
+
+    /// The lock that reads of the table wait for too, on PostgreSQL (`ACCESS EXCLUSIVE`).
+    pub async fn take_all(url: &str, table: &str) -> Self {
+        Self::lock(url, table, "ACCESS EXCLUSIVE").await
+    }
+
+    async fn lock(url: &str, table: &str, mode: &str) -> Self {
+        let pool = DbPool::connect(url, 1)
+            .await
+            .expect("a connection for the lock");
+        let mut conn = pool.get().await.expect("a connection for the lock");
+        let begin = match pool.backend() {
+            crate::db::Backend::Postgres => format!("BEGIN; LOCK TABLE {table} IN {mode} MODE"),
+            crate::db::Backend::Sqlite => "BEGIN IMMEDIATE".to_owned(),
+        };
+        crate::with_conn!(&mut conn.conn(), |c| c.batch_execute(&begin).await)
+            .expect("the lock is taken");
+        WriteLock { _pool: pool, conn }
+    }
+
+    /// Rolls the transaction back: the writes that waited go on.
+    pub async fn release(mut self) {
+        crate::with_conn!(&mut self.conn.conn(), |c| c.batch_execute("ROLLBACK").await)
+            .expect("the lock is released");
+    }
 }
 
 /// Sends `request` over a connection of its own, waits `after`, then resets the connection (a

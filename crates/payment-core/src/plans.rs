@@ -38,7 +38,7 @@ fn unavailable(e: impl std::fmt::Display) -> EntitlementsError {
 #[async_trait::async_trait]
 impl Entitlements for SubscriptionPlans {
     async fn plan(&self, user_id: i64) -> Result<Plan, EntitlementsError> {
-        let mut pooled = self.pool.shared().await.map_err(unavailable)?;
+        let mut pooled = self.pool.read().await.map_err(unavailable)?;
         // Every subscription of the user, newest first (a user has few).
         let rows = store::list_subscriptions(&mut pooled.conn(), Some(user_id), None)
             .await

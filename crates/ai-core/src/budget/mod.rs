@@ -222,7 +222,7 @@ impl Meter {
     }
 
     async fn used(&self, user_id: &str, day: NaiveDate) -> Result<i64, AiError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         Ok(store::used(&mut pooled.conn(), user_id, &day.to_string()).await?)
     }
 
@@ -273,7 +273,7 @@ impl Meter {
             return Ok(());
         }
         let now = kernel::time::now();
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.get().await?;
         store::add(
             &mut pooled.conn(),
             user_id,
@@ -288,7 +288,7 @@ impl Meter {
     /// Forgets counts older than [`KEEP_DAYS`]: the `ai_usage` step of `cleanup_expired_data`.
     pub async fn forget_old(&self) -> Result<usize, AiError> {
         let before = kernel::time::now().date() - chrono::Duration::days(KEEP_DAYS);
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.get().await?;
         Ok(store::forget_before(&mut pooled.conn(), &before.to_string()).await?)
     }
 }

@@ -50,7 +50,7 @@ impl AuthServiceImpl {
         let (pool, mails) = (self.pool.clone(), self.mails.clone());
         kernel::db::spawn_unit(async move {
             let found = async {
-                let mut pooled = pool.shared().await?;
+                let mut pooled = pool.read().await?;
                 Ok::<_, AuthError>(store::find_by_email_key(&mut pooled.conn(), &email.key).await?)
             }
             .await;
@@ -117,7 +117,7 @@ impl AuthServiceImpl {
         let purpose = MailKind::PasswordReset.name();
         // Looked up first, so that a wrong token costs no bcrypt hash.
         let row = {
-            let mut pooled = self.pool.shared().await?;
+            let mut pooled = self.pool.read().await?;
             tokens::find_mail_token(&mut pooled.conn(), purpose, &hash).await?
         };
         let row = row

@@ -82,7 +82,7 @@ impl AuthServiceImpl {
             expires_at: self.refresh_expiry(now),
         };
         {
-            let mut pooled = self.pool.shared().await?;
+            let mut pooled = self.pool.get().await?;
             let mut conn = pooled.conn();
             tokens::delete_expired_refresh(&mut conn, user.id, now).await?;
             tokens::insert_refresh(&mut conn, &row).await?;

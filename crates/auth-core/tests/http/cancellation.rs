@@ -1,11 +1,11 @@
-//! A client that resets its connection while its registration waits for a database connection: the
-//! account is still created, once (the module's service is wrapped in `Detached` when it is built,
+//! A client that resets its connection while its registration waits inside its insert (another
+//! connection holds the table's write lock): the account is still created, once (the module's service is wrapped in `Detached` when it is built,
 //! so each call is a unit of work that a dropped request does not cut off).
 
 use std::time::Duration;
 
 use kernel::pagination::Page;
-use kernel::testing::{eventually, hold_every_connection, reset_mid_request};
+use kernel::testing::{WriteLock, eventually, reset_mid_request};
 
 use super::*;
 
@@ -15,14 +15,14 @@ kernel::backend_tests! {
 
 async fn a_registration_whose_client_left_completes_once(db: TestDb) {
     let c = ctx(db).await;
-    let held = hold_every_connection(&c.pool).await;
+    let lock = WriteLock::take(&c.db.url, "users").await;
     let request = c
         .server
         .client
         .post(c.server.url("/auth/register"))
         .json(&json!({"email": "left@example.com", "password": "password123"}));
     reset_mid_request(request, Duration::from_millis(500)).await;
-    drop(held);
+    lock.release().await;
     let service = c.module.service();
     let page = Page {
         page: 1,

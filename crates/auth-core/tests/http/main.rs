@@ -23,7 +23,7 @@ struct Ctx {
     server: TestServer,
     module: Arc<AuthModule>,
     pool: DbPool,
-    _db: TestDb,
+    db: TestDb,
 }
 
 async fn start(db: TestDb, config: AuthConfig) -> Ctx {
@@ -50,7 +50,7 @@ async fn start_with(db: TestDb, config: AuthConfig, mailer: Option<Arc<dyn Maile
         server,
         module,
         pool,
-        _db: db,
+        db,
     }
 }
 

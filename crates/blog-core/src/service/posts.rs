@@ -102,7 +102,7 @@ impl BlogServiceImpl {
     }
 
     pub(super) async fn get_post(&self, id: i64) -> Result<Post, BlogError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let mut conn = pooled.conn();
         let row = store::find_post(&mut conn, id)
             .await?

@@ -193,7 +193,7 @@ impl BlogServiceImpl {
         let mut published = 0;
         loop {
             let due = {
-                let mut pooled = self.pool.shared().await?;
+                let mut pooled = self.pool.read().await?;
                 schedule::overdue(&mut pooled.conn(), kernel::time::now(), SWEEP_BATCH).await?
             };
             let mut acted = 0;
@@ -211,7 +211,7 @@ impl BlogServiceImpl {
     }
 
     pub(super) async fn sitemap_entries(&self, limit: i64) -> Result<Vec<SitemapEntry>, BlogError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         Ok(schedule::sitemap(&mut pooled.conn(), limit).await?)
     }
 }

@@ -4,7 +4,7 @@ use super::*;
 
 impl BlogServiceImpl {
     pub(super) async fn list_tags(&self) -> Result<Vec<Tag>, BlogError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let mut rows = store::list_tags(&mut pooled.conn()).await?;
         rows.sort_by(tag_order);
         Ok(rows.into_iter().map(Tag::from).collect())

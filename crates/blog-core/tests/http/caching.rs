@@ -197,12 +197,14 @@ async fn a_304_comes_from_the_read_cache_without_the_database(db: TestDb) {
     for _ in 0..5 {
         let etag = etag_of(&c.get("/posts/cached", None).await);
         let held = kernel::testing::hold_every_connection(&c.pool).await;
+        let lock = kernel::testing::WriteLock::take_all(&c.db.url, "blog_posts").await;
         let answer = c
             .req(reqwest::Method::GET, "/posts/cached", None)
             .header("If-None-Match", &etag)
             .timeout(std::time::Duration::from_millis(500))
             .send()
             .await;
+        lock.release().await;
         drop(held);
         if let Ok(r) = answer {
             assert_eq!(r.status(), StatusCode::NOT_MODIFIED);

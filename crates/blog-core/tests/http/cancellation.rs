@@ -59,33 +59,13 @@ async fn a_request_dropped_mid_query_leaves_no_panic(db: TestDb) {
     let panics_before = PANICS.load(Ordering::SeqCst);
     let c = ctx(db).await;
     // Another connection holds the write lock, so the request's insert waits inside its query.
-    let blocker = kernel::DbPool::connect(&c.db.url, 1).await.unwrap();
-    let mut held = blocker.get().await.unwrap();
-    {
-        use diesel_async::SimpleAsyncConnection;
-        match held.conn() {
-            kernel::DbConn::Sqlite(conn) => conn.batch_execute("BEGIN IMMEDIATE").await.unwrap(),
-            kernel::DbConn::Postgres(conn) => conn
-                .batch_execute("BEGIN; LOCK TABLE blog_tags IN EXCLUSIVE MODE")
-                .await
-                .unwrap(),
-            kernel::DbConn::PostgresShared(_) => unreachable!("checked out with `get`"),
-        }
-    }
+    let lock = kernel::testing::WriteLock::take(&c.db.url, "blog_tags").await;
     // The client resets its connection while the insert waits: actix drops the handler then.
     let request = c
         .req(reqwest::Method::POST, "/tags", Some(ADMIN))
         .json(&json!({"name": "Dropped"}));
     kernel::testing::reset_mid_request(request, std::time::Duration::from_millis(300)).await;
-    {
-        use diesel_async::SimpleAsyncConnection;
-        match held.conn() {
-            kernel::DbConn::Sqlite(conn) => conn.batch_execute("ROLLBACK").await.unwrap(),
-            kernel::DbConn::Postgres(conn) => conn.batch_execute("ROLLBACK").await.unwrap(),
-            kernel::DbConn::PostgresShared(_) => unreachable!("checked out with `get`"),
-        }
-    }
-    drop(held);
+    lock.release().await;
     // The unit finished on its own task: the tag exists.
     let mut names = Vec::new();
     for _ in 0..100 {

@@ -36,7 +36,7 @@ impl CommsServiceImpl {
             updated_at: now,
         };
         let stored = async {
-            let mut pooled = self.pool.shared().await?;
+            let mut pooled = self.pool.get().await?;
             store::insert(&mut pooled.conn(), &row).await?;
             Ok::<_, CommsError>(())
         }
@@ -59,7 +59,7 @@ impl CommsServiceImpl {
         if below.is_empty() {
             return Ok(EventOutcome::Ignored);
         }
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.get().await?;
         let changed = store::advance(
             &mut pooled.conn(),
             provider,

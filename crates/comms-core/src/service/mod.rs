@@ -467,7 +467,7 @@ impl CommsService for CommsServiceImpl {
                 Viewer::User(id) => Some(id),
             },
         };
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let (rows, total) = store::list(
             &mut pooled.conn(),
             store_filter,
@@ -479,7 +479,7 @@ impl CommsService for CommsServiceImpl {
     }
 
     async fn message(&self, viewer: Viewer, id: i64) -> Result<Message, CommsError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let row = store::find(&mut pooled.conn(), id)
             .await?
             .ok_or(CommsError::NotFound)?;

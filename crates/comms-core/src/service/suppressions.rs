@@ -75,7 +75,7 @@ impl CommsServiceImpl {
             provider_id,
             created_at: now(),
         };
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.get().await?;
         let added = store::add(&mut pooled.conn(), &row).await?;
         if added {
             tracing::info!(
@@ -91,7 +91,7 @@ impl CommsServiceImpl {
     /// Takes a number off the list after an opt-in keyword (START): only an SMS opt-out entry
     /// (`stop` or `unsubscribed`); whether one was removed.
     pub(super) async fn lift_opt_out(&self, number: &str) -> Result<bool, CommsError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let mut conn = pooled.conn();
         let found = store::find_any(&mut conn, &[number.to_owned()]).await?;
         let opted_out = found.iter().any(|row| {
@@ -118,7 +118,7 @@ impl CommsServiceImpl {
             .filter_map(|r| suppression::normalise(r).map(|(_, a)| a))
             .collect();
         normalised.dedup();
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let rows = store::find_any(&mut pooled.conn(), &normalised).await?;
         if rows.is_empty() {
             return Ok(());
@@ -155,7 +155,7 @@ impl CommsServiceImpl {
             reason: filter.reason.map(Reason::as_str),
             contains: contains.as_deref(),
         };
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let (rows, total) = store::list(
             &mut pooled.conn(),
             store_filter,
@@ -172,7 +172,7 @@ impl CommsServiceImpl {
                 "Invalid address: {raw} (an email address or an E.164 number)"
             ))
         })?;
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.get().await?;
         let removed = store::remove(&mut pooled.conn(), &address)
             .await?
             .ok_or(CommsError::SuppressionNotFound(address))?;

@@ -175,7 +175,7 @@ pub enum DbConn<'a> {
     #[cfg(feature = "postgres")]
     Postgres(&'a mut AsyncPgConnection),
     /// Shared with concurrent callers, for statements outside a transaction
-    /// ([`DbPool::shared`]).
+    /// ([`DbPool::read`]).
     #[cfg(feature = "postgres")]
     PostgresShared(&'a AsyncPgConnection),
     #[cfg(feature = "sqlite")]
@@ -367,11 +367,12 @@ impl DbPool {
         })
     }
 
-    /// A connection for statements outside a transaction: on PostgreSQL one shared with the
-    /// requests running at once, their statements pipelined (see `shared`), so nothing that
-    /// changes the session may run on it; on SQLite one checked out like [`DbPool::get`]. What
-    /// stores are handed for single statements and reads.
-    pub async fn shared(&self) -> Result<PooledConn, DbError> {
+    /// A connection for reads outside a transaction: on PostgreSQL one shared with the requests
+    /// running at once, their statements pipelined (see `shared`); on SQLite one checked out
+    /// like [`DbPool::get`]. Only statements that read: a write can wait for a row lock, and on
+    /// a shared connection every statement queued behind it would wait too (PostgreSQL's reads
+    /// wait for no row lock), and nothing that changes the session may run on it.
+    pub async fn read(&self) -> Result<PooledConn, DbError> {
         match self {
             #[cfg(feature = "postgres")]
             DbPool::Postgres(p) => Ok(PooledConn::PostgresShared(p.shared().await?)),
@@ -598,7 +599,7 @@ pub fn is_unique_violation(e: &QueryError) -> bool {
 ///
 /// On PostgreSQL `c` is a `&mut &AsyncPgConnection`: a shared borrow, which diesel-async runs
 /// statements through as it does an exclusive one, so that one body serves a connection of the
-/// caller's own and one shared with concurrent callers ([`DbPool::shared`]).
+/// caller's own and one shared with concurrent callers ([`DbPool::read`]).
 ///
 /// The rare dialect difference takes one arm per backend:
 /// `with_conn!(conn, postgres |c| ..., sqlite |c| ...)`.
@@ -692,7 +693,7 @@ macro_rules! write_tx {
 /// `COMMIT`), so that what they read agrees (a page, its total and its tags) and the WAL read lock
 /// is taken once instead of once per statement; on PostgreSQL as they are, each statement its own
 /// snapshot (a transaction would cost two more round trips), on a connection shared with
-/// concurrent requests ([`DbPool::shared`]). For reads only: writes go through
+/// concurrent requests ([`DbPool::read`]). For reads only: writes go through
 /// [`write_tx!`](crate::write_tx). The error type must implement `From<diesel::result::Error>` and
 /// `From<kernel::DbError>`:
 ///

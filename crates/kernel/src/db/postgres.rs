@@ -56,6 +56,8 @@ static NEXT_PART: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     /// This thread's part: set by [`pin_thread`], else by the order in which threads first asked.
     static PART: Cell<Option<usize>> = const { Cell::new(None) };
+    /// Whether [`pin_thread`] set it: a server's worker, which keeps serving from this thread.
+    static PINNED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Makes the current thread the `index`th of a server's worker threads (0, 1, ...): it takes
@@ -64,6 +66,7 @@ thread_local! {
 /// in turn when it first asks.
 pub fn pin_thread(index: usize) {
     PART.with(|part| part.set(Some(index)));
+    PINNED.set(true);
 }
 
 fn this_threads_part() -> usize {
@@ -88,7 +91,8 @@ impl PgPool {
     ) -> Result<Self, DbError> {
         let max_size = max_size.max(1);
         let parts = parts.clamp(1, max_size);
-        let shared = (0..parts).map(|_| Slot::default()).collect();
+        // One more for the threads that are not a server's workers (start-up, the CLI, tests).
+        let shared = (0..=parts).map(|_| Slot::default()).collect();
         let parts = (0..parts)
             // The first `max_size % parts` parts take one connection more.
             .map(|i| {
@@ -108,10 +112,15 @@ impl PgPool {
     }
 
     /// This thread's part's shared connection, for statements outside a transaction (see
-    /// `super::shared`), opened within the pool's timeout if it has none open.
+    /// `super::shared`), opened within the pool's timeout if it has none open. A thread that is
+    /// not a server's worker ([`pin_thread`]) uses a connection apart from the parts': one it
+    /// opened, whose task runs on its runtime, would otherwise serve a worker from there.
     pub async fn shared(&self) -> Result<Arc<SharedPg>, DbError> {
-        let own = this_threads_part() % self.shared.len();
-        self.shared[own].get(&self.url, self.timeout).await
+        let slot = match PINNED.get() {
+            true => this_threads_part() % self.parts.len(),
+            false => self.parts.len(),
+        };
+        self.shared[slot].get(&self.url, self.timeout).await
     }
 
     /// Checks a connection out: from this thread's part, else from another part that has one idle
@@ -238,7 +247,11 @@ mod tests {
         // Statements of concurrent callers are in flight on it at once, answered in order.
         let (a, b) = futures_util::try_join!(shared_pid(&first), shared_pid(&again)).unwrap();
         assert_eq!(a, b);
-        assert_eq!(pool.status().size, 0, "no pooled connection was checked out");
+        assert_eq!(
+            pool.status().size,
+            0,
+            "no pooled connection was checked out"
+        );
 
         pin_thread(1);
         let other = pool.shared().await.unwrap();
@@ -265,8 +278,24 @@ mod tests {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let replaced = replaced.expect("a new shared connection");
+        let replaced = replaced.unwrap();
         assert_ne!(shared_pid(&replaced).await.unwrap(), a);
+
+        // A thread that is not a server's worker gets a connection apart, on its own runtime.
+        let apart = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let conn = pool.shared().await.unwrap();
+                shared_pid(&conn).await.unwrap()
+            })
+        })
+        .join()
+        .unwrap();
+        assert_ne!(apart, shared_pid(&replaced).await.unwrap());
+        assert_ne!(apart, shared_pid(&other).await.unwrap());
     }
 
     #[tokio::test]

@@ -9,13 +9,16 @@
 //! than a connection checked out per request, which pays each statement a full round of them.
 //!
 //! A statement on a shared connection waits behind those sent before it, and whatever one caller
-//! does to the session every other caller sees. So only statements outside a transaction run
-//! here ([`DbPool::shared`](super::DbPool::shared)); a transaction, or anything that changes the
-//! session, checks a connection out of the pool ([`DbPool::get`](super::DbPool::get),
-//! [`write_tx!`](crate::write_tx), [`read_snapshot!`](crate::read_snapshot)).
+//! does to the session every other caller sees. So only reads outside a transaction run here
+//! ([`DbPool::read`](super::DbPool::read), [`read_snapshot!`](crate::read_snapshot)), which
+//! PostgreSQL never makes wait for a row lock; a write (which may wait for one, holding up every
+//! statement queued behind it), a transaction, or anything that changes the session checks a
+//! connection out of the pool ([`DbPool::get`](super::DbPool::get),
+//! [`write_tx!`](crate::write_tx)).
 //!
-//! Each part of the pool (one per core) keeps one shared connection, opened by the first thread
-//! of that part that asks, so that its task runs where its statements come from. A connection
+//! Each part of the pool (one per core) keeps one shared connection, opened by the first worker
+//! thread of that part that asks, so that its task runs where its statements come from (other
+//! threads, such as start-up's, share one more, apart). A connection
 //! the server closed is seen closed by its task; the next caller opens a new one, and the
 //! statements in flight on the old one fail as a lost connection (503, like a pooled one).
 
@@ -41,12 +44,13 @@ impl SharedPg {
             .await
             .map_err(|e| DbError::Connect(e.to_string()))?;
         let closed = Arc::new(AtomicBool::new(false));
-        let ended = Arc::clone(&closed);
+        let ended = ClosedOnDrop(Arc::clone(&closed));
         tokio::spawn(async move {
+            // Also when the task is dropped unfinished, with the runtime that ran it.
+            let _ended = ended;
             if let Err(e) = connection.await {
                 tracing::warn!(error = %e, "a shared PostgreSQL connection failed");
             }
-            ended.store(true, Ordering::Release);
         });
         let conn = AsyncPgConnection::try_from(client)
             .await
@@ -56,6 +60,15 @@ impl SharedPg {
 
     fn is_open(&self) -> bool {
         !self.closed.load(Ordering::Acquire)
+    }
+}
+
+/// Marks a connection closed when its task ends or is dropped.
+struct ClosedOnDrop(Arc<AtomicBool>);
+
+impl Drop for ClosedOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 
@@ -99,5 +112,4 @@ impl Slot {
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&conn));
         Ok(conn)
     }
-
 }

@@ -98,7 +98,7 @@ impl PaymentServiceImpl {
         let stripe = self.stripe()?;
         let customer = match caller.user() {
             Some(user) => {
-                let mut pooled = self.pool.shared().await?;
+                let mut pooled = self.pool.read().await?;
                 store::customer_of_user(&mut pooled.conn(), user).await?
             }
             None => None,
@@ -129,7 +129,7 @@ impl PaymentServiceImpl {
         page: Page,
     ) -> Result<(Vec<InvoiceRow>, i64), PaymentError> {
         check_status(status, &INVOICE_STATUSES)?;
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         Ok(store::list_invoices(
             &mut pooled.conn(),
             caller.user(),

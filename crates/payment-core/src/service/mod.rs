@@ -249,7 +249,7 @@ impl PaymentServiceImpl {
         email: Option<&str>,
     ) -> Result<String, PaymentError> {
         {
-            let mut pooled = self.pool.shared().await?;
+            let mut pooled = self.pool.read().await?;
             if let Some(id) = store::customer_of_user(&mut pooled.conn(), user).await? {
                 return Ok(id);
             }
@@ -259,7 +259,7 @@ impl PaymentServiceImpl {
             .await?;
         // Two first checkouts at once get the same customer from Stripe (same idempotency key):
         // the one that stores it second finds it stored.
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.get().await?;
         match store::upsert_customer(&mut pooled.conn(), &id, Some(user), email, now()).await {
             Err(e) if kernel::db::is_unique_violation(&e) => {}
             other => other?,
@@ -395,7 +395,7 @@ impl PaymentService for PaymentServiceImpl {
     }
 
     async fn user_by_email(&self, email: &str) -> Result<Option<i64>, PaymentError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         Ok(store::user_by_email(&mut pooled.conn(), email).await?)
     }
 
@@ -406,7 +406,7 @@ impl PaymentService for PaymentServiceImpl {
         page: Page,
     ) -> Result<(Vec<TransactionRow>, i64), PaymentError> {
         check_status(status, &TRANSACTION_STATUSES)?;
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         Ok(store::list_transactions(
             &mut pooled.conn(),
             caller.user(),
@@ -418,7 +418,7 @@ impl PaymentService for PaymentServiceImpl {
     }
 
     async fn transaction(&self, caller: Caller, id: i64) -> Result<TransactionRow, PaymentError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         store::find_transaction(&mut pooled.conn(), id)
             .await?
             .filter(|t| caller.sees(t.user_id))
@@ -441,13 +441,13 @@ impl PaymentService for PaymentServiceImpl {
         status: Option<&str>,
     ) -> Result<Vec<SubscriptionRow>, PaymentError> {
         check_status(status, &SUBSCRIPTION_STATUSES)?;
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         Ok(store::list_subscriptions(&mut pooled.conn(), caller.user(), status).await?)
     }
 
     async fn cancel(&self, caller: Caller, id: i64) -> Result<SubscriptionRow, PaymentError> {
         let sub = {
-            let mut pooled = self.pool.shared().await?;
+            let mut pooled = self.pool.read().await?;
             store::find_subscription(&mut pooled.conn(), id)
                 .await?
                 .filter(|s| caller.sees(s.user_id))
@@ -457,7 +457,7 @@ impl PaymentService for PaymentServiceImpl {
         stripe
             .cancel_at_period_end(&sub.provider_subscription_id, &idempotency_key())
             .await?;
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.get().await?;
         let mut conn = pooled.conn();
         let mut updated = sub;
         updated.cancel_at_period_end = true;
@@ -479,12 +479,12 @@ impl PaymentService for PaymentServiceImpl {
                 Some(vec![one])
             }
         };
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         Ok(store::list_disputes(&mut pooled.conn(), caller.user(), statuses.as_deref()).await?)
     }
 
     async fn dispute(&self, caller: Caller, id: i64) -> Result<DisputeRow, PaymentError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let mut conn = pooled.conn();
         let dispute = store::find_dispute(&mut conn, id)
             .await?
@@ -520,7 +520,7 @@ impl PaymentService for PaymentServiceImpl {
     }
 
     async fn summary(&self, caller: Caller) -> Result<Summary, PaymentError> {
-        let mut pooled = self.pool.shared().await?;
+        let mut pooled = self.pool.read().await?;
         let mut conn = pooled.conn();
         let (total_transactions, total_revenue_cents) =
             store::totals(&mut conn, caller.user()).await?;
