@@ -6,6 +6,7 @@ use diesel::{
     SelectableHelper,
 };
 use kernel::db::Cached;
+use kernel::time::StoredTime;
 use kernel::{DbConn, with_conn};
 
 use crate::schema::comms_messages;
@@ -25,7 +26,9 @@ pub struct MessageRow {
     pub status: String,
     pub error: Option<String>,
     pub user_id: Option<i64>,
+    #[diesel(deserialize_as = StoredTime)]
     pub created_at: NaiveDateTime,
+    #[diesel(deserialize_as = StoredTime)]
     pub updated_at: NaiveDateTime,
 }
 

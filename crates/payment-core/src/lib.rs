@@ -100,6 +100,7 @@ impl BuildModule for PaymentModule {
             deps.pool.clone(),
             config,
             deps.http.clone(),
+            deps.read_cache,
         ));
         // Every call of the handlers, the CLI and the cleanup task is a unit of work from here on.
         let service: Arc<dyn PaymentService> = Arc::new(Detached::new(inner));

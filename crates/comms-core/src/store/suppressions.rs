@@ -6,6 +6,7 @@ use diesel::{
     ExpressionMethods, Insertable, OptionalExtension, QueryDsl, QueryResult, Queryable, Selectable,
     SelectableHelper, TextExpressionMethods,
 };
+use kernel::time::StoredTime;
 use kernel::{DbConn, with_conn};
 
 use crate::schema::comms_suppressions;
@@ -19,6 +20,7 @@ pub struct SuppressionRow {
     pub reason: String,
     pub detail: Option<String>,
     pub provider_id: Option<String>,
+    #[diesel(deserialize_as = StoredTime)]
     pub created_at: NaiveDateTime,
 }
 

@@ -8,6 +8,7 @@ mod refund;
 pub use billing::Portal;
 
 use chrono::NaiveDateTime;
+use kernel::cache::ReadCache;
 use kernel::pagination::Page;
 use kernel::{DbPool, FieldError, write_tx};
 use serde_json::Value;
@@ -121,7 +122,15 @@ pub(crate) struct PaymentServiceImpl {
     pool: DbPool,
     config: PaymentConfig,
     stripe: Option<Stripe>,
+    /// Pages of transactions (`READ_CACHE`), emptied by every write to them in this process.
+    pages: ReadCache<PageKey, (Vec<TransactionRow>, i64)>,
 }
+
+/// A page of transactions: whose (`None`: everyone's), of which status, offset and limit.
+type PageKey = (Option<i64>, Option<String>, i64, i64);
+
+/// The most pages of transactions kept (a full cache is emptied and refilled).
+const CACHED_PAGES: usize = 4096;
 
 fn now() -> NaiveDateTime {
     kernel::time::now()
@@ -225,7 +234,12 @@ pub trait PaymentService: Send + Sync {
 }
 
 impl PaymentServiceImpl {
-    pub(crate) fn new(pool: DbPool, config: PaymentConfig, http: reqwest::Client) -> Self {
+    pub(crate) fn new(
+        pool: DbPool,
+        config: PaymentConfig,
+        http: reqwest::Client,
+        read_cache: bool,
+    ) -> Self {
         let stripe = config
             .secret_key
             .as_deref()
@@ -234,6 +248,7 @@ impl PaymentServiceImpl {
             pool,
             config,
             stripe,
+            pages: ReadCache::new(read_cache, CACHED_PAGES),
         }
     }
 
@@ -298,6 +313,9 @@ impl PaymentServiceImpl {
                 other => break other?,
             }
         };
+        if processed {
+            self.pages.invalidate();
+        }
         Ok(WebhookReceipt {
             event_type,
             duplicate: !processed,
@@ -406,15 +424,20 @@ impl PaymentService for PaymentServiceImpl {
         page: Page,
     ) -> Result<(Vec<TransactionRow>, i64), PaymentError> {
         check_status(status, &TRANSACTION_STATUSES)?;
-        let mut pooled = self.pool.read().await?;
-        Ok(store::list_transactions(
-            &mut pooled.conn(),
+        let key = (
             caller.user(),
-            status,
+            status.map(str::to_owned),
             page.offset(),
             page.limit(),
-        )
-        .await?)
+        );
+        self.pages
+            .get_or_load(key, || async {
+                let mut pooled = self.pool.read().await?;
+                let conn = &mut pooled.conn();
+                let (user, offset, limit) = (caller.user(), page.offset(), page.limit());
+                Ok(store::list_transactions(conn, user, status, offset, limit).await?)
+            })
+            .await
     }
 
     async fn transaction(&self, caller: Caller, id: i64) -> Result<TransactionRow, PaymentError> {

@@ -105,6 +105,7 @@ impl PaymentServiceImpl {
             };
             Ok(store::insert_transaction(tx, &new).await?)
         })?;
+        self.pages.invalidate();
         Ok(row)
     }
 }

@@ -6,6 +6,7 @@ use diesel::{
     OptionalExtension, QueryDsl, QueryResult, Queryable, Selectable, SelectableHelper,
 };
 use kernel::db::Cached;
+use kernel::time::{StoredTime, StoredTimeOpt};
 use kernel::{DbConn, with_conn};
 
 use crate::schema::{payment_disputes, payment_transactions};
@@ -23,10 +24,13 @@ pub struct DisputeRow {
     pub reason: String,
     pub amount: i64,
     pub currency: String,
+    #[diesel(deserialize_as = StoredTimeOpt)]
     pub evidence_due_by: Option<NaiveDateTime>,
     pub event_type: String,
     pub event_created: i64,
+    #[diesel(deserialize_as = StoredTime)]
     pub created_at: NaiveDateTime,
+    #[diesel(deserialize_as = StoredTime)]
     pub updated_at: NaiveDateTime,
 }
 

@@ -5,6 +5,7 @@ use diesel::{
     ExpressionMethods, Insertable, NullableExpressionMethods, OptionalExtension, QueryDsl,
     QueryResult, Queryable, Selectable, SelectableHelper,
 };
+use kernel::time::{StoredTime, StoredTimeOpt};
 use kernel::{DbConn, with_conn};
 
 use crate::schema::{payment_customers, payment_invoices};
@@ -28,14 +29,19 @@ pub struct InvoiceRow {
     pub currency: String,
     pub hosted_invoice_url: Option<String>,
     pub invoice_pdf: Option<String>,
+    #[diesel(deserialize_as = StoredTimeOpt)]
     pub period_start: Option<NaiveDateTime>,
+    #[diesel(deserialize_as = StoredTimeOpt)]
     pub period_end: Option<NaiveDateTime>,
     /// The invoice's `created` at Stripe.
+    #[diesel(deserialize_as = StoredTime)]
     pub invoice_created: NaiveDateTime,
     /// The type and `created` of the event whose state the row holds.
     pub event_type: String,
     pub event_created: i64,
+    #[diesel(deserialize_as = StoredTime)]
     pub created_at: NaiveDateTime,
+    #[diesel(deserialize_as = StoredTime)]
     pub updated_at: NaiveDateTime,
 }
 

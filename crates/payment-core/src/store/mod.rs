@@ -23,6 +23,7 @@ use diesel::{
     QueryableByName, Selectable, SelectableHelper,
 };
 use kernel::db::Cached;
+use kernel::time::{StoredTime, StoredTimeOpt};
 use kernel::{DbConn, with_conn};
 
 use crate::schema::{
@@ -45,7 +46,9 @@ pub struct TransactionRow {
     pub payment_intent_id: Option<String>,
     pub charge_id: Option<String>,
     pub parent_id: Option<i64>,
+    #[diesel(deserialize_as = StoredTime)]
     pub created_at: NaiveDateTime,
+    #[diesel(deserialize_as = StoredTime)]
     pub updated_at: NaiveDateTime,
 }
 
@@ -78,11 +81,15 @@ pub struct SubscriptionRow {
     pub provider_subscription_id: String,
     pub plan_name: String,
     pub status: String,
+    #[diesel(deserialize_as = StoredTimeOpt)]
     pub current_period_start: Option<NaiveDateTime>,
+    #[diesel(deserialize_as = StoredTimeOpt)]
     pub current_period_end: Option<NaiveDateTime>,
     pub cancel_at_period_end: bool,
     pub event_created: i64,
+    #[diesel(deserialize_as = StoredTime)]
     pub created_at: NaiveDateTime,
+    #[diesel(deserialize_as = StoredTime)]
     pub updated_at: NaiveDateTime,
     /// The Stripe price of its first item (`None` for rows stored before it was kept).
     pub price_id: Option<String>,

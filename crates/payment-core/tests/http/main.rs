@@ -13,6 +13,7 @@ use provider_sim::{DeliveryOptions, Outcome, ProviderSim, SimConfig, SimHandle};
 use serde_json::{Value, json};
 
 mod access;
+mod caching;
 mod cancellation;
 mod counts;
 mod invoices;
@@ -82,6 +83,7 @@ async fn start_with(
     adjust(&mut config);
     let pool = db.migrated_pool(&[payment_core::MIGRATIONS]).await;
     let mut deps = Deps::new(pool).unwrap();
+    deps.read_cache = db.read_cache;
     if authenticated {
         deps = deps.with_authenticator(Arc::new(StubAuthenticator));
     }
