@@ -2,7 +2,7 @@
 # Payment: signed Stripe webhook events processed per second from 64 concurrent senders
 # (bench/payment_webhooks.py: each event has its own id, four in five a new payment, every fifth
 # from event 1,002 on a partial refund of an earlier one), then the first page of the transaction
-# list those events produced; each beside the bare actix-web handler answering the same body to
+# list those events produced, with the read cache on and off; each beside the bare actix-web handler answering the same body to
 # the same requests. keel serves only the payment module (open: no token).
 # Usage: bash bench/payment.sh [postgres://user@host:5432/postgres]   (needs wrk and python3)
 # SQLite always; with a PostgreSQL URL, PostgreSQL too, in a scratch database.
@@ -26,15 +26,21 @@ bench_backend() { # label DATABASE_URL
   read -r hook_rate hook_p50 hook_p99 <<<"$figures"
 
   curl -sf "$keel_base$list_path" -o "$work/list.json"
-  say "GET $list_path, $conns connections"
+  say "GET $list_path, $conns connections, READ_CACHE=on"
   wrk_load "$conns" "$keel_base$list_path"
+  local list_on="$rate $p50 $p99"
+  stop "$keel_pid"
+  start_keel $port DATABASE_URL="$url" KEEL_MODULES=payment READ_CACHE=off
+  say "GET $list_path, $conns connections, READ_CACHE=off"
+  wrk_load "$conns" "$keel_base$list_path"
+  local list_off="$rate $p50 $p99"
   stop "$keel_pid"
 
   local hook_pg="" list_pg=""
   if [ "$1" = postgresql ]; then
     say "the statements of each, captured, then run by pgbench"
     start_capture "$url"
-    start_keel $port DATABASE_URL="$capture_url" KEEL_MODULES=payment STRIPE_WEBHOOK_SECRET=$secret \
+    start_keel $port DATABASE_URL="$capture_url" KEEL_MODULES=payment READ_CACHE=off STRIPE_WEBHOOK_SECRET=$secret \
       STRIPE_SECRET_KEY=sk_test_bench
     pg_ceiling "$url" "" "$keel_base$list_path"
     list_pg="$pg_ceiling $pg_statements"
@@ -56,7 +62,11 @@ bench_backend() { # label DATABASE_URL
     "$hook_rate" events/s "$hook_p50" "$hook_p99" "${figures%% *}" "bare handler, same body" $hook_pg
   size=$(fmt_size "$(wc -c <"$work/list.json")")
   bare_load "$work/list.json" "$conns" "$list_path"
-  row "\`GET $list_path\` ($size, after those events)" "wrk, $conns conn." \
+  read -r rate p50 p99 <<<"$list_on"
+  row "\`GET $list_path\` ($size, after those events), \`READ_CACHE=on\`" "wrk, $conns conn." \
+    "$rate" req/s "$p50" "$p99" "$ceiling" "bare handler, same body"
+  read -r rate p50 p99 <<<"$list_off"
+  row "\`GET $list_path\` ($size, after those events), \`READ_CACHE=off\`" "wrk, $conns conn." \
     "$rate" req/s "$p50" "$p99" "$ceiling" "bare handler, same body" $list_pg
 }
 

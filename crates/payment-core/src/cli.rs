@@ -109,11 +109,12 @@ pub async fn run(service: &dyn PaymentService, matches: &ArgMatches) -> Result<(
                 page: 1,
                 page_size: limit.clamp(1, 1000),
             };
-            let (rows, total) = service
+            let list = service
                 .transactions(caller, status.as_deref(), page)
                 .await
                 .map_err(text)?;
-            for t in &rows {
+            let (rows, total) = (&list.rows, list.total);
+            for t in rows {
                 println!(
                     "{}\t{}\t{}\t{}\t{} {}\t{}",
                     t.id,

@@ -33,7 +33,8 @@ use utoipa_actix_web::service_config::ServiceConfig;
 pub use config::PaymentConfig;
 pub use error::PaymentError;
 pub use service::{
-    Caller, Checkout, CheckoutRequest, PaymentService, Portal, Summary, WebhookReceipt,
+    Caller, Checkout, CheckoutRequest, PaymentService, Portal, Summary, TransactionPage,
+    WebhookReceipt,
 };
 pub use store::{DisputeRow, InvoiceRow, SubscriptionRow, TransactionRow};
 

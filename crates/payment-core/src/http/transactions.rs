@@ -1,6 +1,6 @@
 //! The transactions (charges and refunds) and refunding one.
 
-use actix_web::{get, post, web};
+use actix_web::{HttpResponse, get, post, web};
 use kernel::pagination::PageParams;
 use kernel::{ApiError, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -22,6 +22,45 @@ pub struct TransactionResponse {
     pub currency: String,
     pub description: String,
     pub created_at: Timestamp,
+}
+
+/// [`TransactionResponse`] written from a borrowed row (a page served from the read cache is
+/// shared, not copied).
+#[derive(Serialize)]
+struct TransactionView<'a> {
+    id: i64,
+    provider_transaction_id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    status: &'a str,
+    amount: i64,
+    currency: &'a str,
+    description: &'a str,
+    created_at: Timestamp,
+}
+
+impl<'a> From<&'a TransactionRow> for TransactionView<'a> {
+    fn from(t: &'a TransactionRow) -> Self {
+        TransactionView {
+            id: t.id,
+            provider_transaction_id: &t.provider_transaction_id,
+            kind: &t.kind,
+            status: &t.status,
+            amount: t.amount,
+            currency: &t.currency,
+            description: &t.description,
+            created_at: Timestamp(t.created_at),
+        }
+    }
+}
+
+/// [`TransactionListResponse`] written from a borrowed page.
+#[derive(Serialize)]
+struct TransactionListView<'a> {
+    transactions: Vec<TransactionView<'a>>,
+    total: i64,
+    page: i64,
+    page_size: i64,
 }
 
 impl From<TransactionRow> for TransactionResponse {
@@ -71,19 +110,24 @@ pub async fn transactions(
     state: web::Data<PaymentState>,
     page: web::Query<PageParams>,
     query: web::Query<StatusQuery>,
-) -> Result<web::Json<TransactionListResponse>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let page = page.into_inner().resolve()?;
     let status = query.into_inner().status.filter(|s| !s.is_empty());
-    let (rows, total) = state
-        .service
-        .transactions(caller(&user), status.as_deref(), page)
-        .await?;
-    Ok(web::Json(TransactionListResponse {
-        transactions: rows.into_iter().map(Into::into).collect(),
-        total,
+    let (caller, status) = (caller(&user), status.as_deref());
+    let list = match state.service.cached_transactions(caller, status, page) {
+        Some(list) => list,
+        None => state.service.transactions(caller, status, page).await?,
+    };
+    let body = serde_json::to_vec(&TransactionListView {
+        transactions: list.rows.iter().map(TransactionView::from).collect(),
+        total: list.total,
         page: page.page,
         page_size: page.page_size,
-    }))
+    })
+    .map_err(ApiError::internal)?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .body(body))
 }
 
 #[utoipa::path(

@@ -4,10 +4,15 @@
 //! but not recorded. Each method copies its borrowed arguments and forwards to the wrapped
 //! service; a method added to [`PaymentService`] without a line here does not compile.
 
+use std::sync::Arc;
+
 use kernel::pagination::Page;
 use kernel::unit::Detached;
 
-use super::{Caller, Checkout, CheckoutRequest, PaymentService, Portal, Summary, WebhookReceipt};
+use super::{
+    Caller, Checkout, CheckoutRequest, PaymentService, Portal, Summary, TransactionPage,
+    WebhookReceipt,
+};
 use crate::config::PaymentConfig;
 use crate::error::PaymentError;
 use crate::store::{DisputeRow, InvoiceRow, SubscriptionRow, TransactionRow};
@@ -63,10 +68,20 @@ impl PaymentService for Detached<dyn PaymentService> {
         caller: Caller,
         status: Option<&str>,
         page: Page,
-    ) -> Result<(Vec<TransactionRow>, i64), PaymentError> {
+    ) -> Result<Arc<TransactionPage>, PaymentError> {
         let status = status.map(str::to_owned);
         self.run(move |s| async move { s.transactions(caller, status.as_deref(), page).await })
             .await
+    }
+
+    /// Memory only: no unit.
+    fn cached_transactions(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+        page: Page,
+    ) -> Option<Arc<TransactionPage>> {
+        self.inner().cached_transactions(caller, status, page)
     }
 
     async fn transaction(&self, caller: Caller, id: i64) -> Result<TransactionRow, PaymentError> {

@@ -7,6 +7,8 @@ mod refund;
 
 pub use billing::Portal;
 
+use std::sync::Arc;
+
 use chrono::NaiveDateTime;
 use kernel::cache::ReadCache;
 use kernel::pagination::Page;
@@ -17,6 +19,13 @@ use crate::config::PaymentConfig;
 use crate::error::PaymentError;
 use crate::store::{self, DisputeRow, InvoiceRow, SubscriptionRow, TransactionRow};
 use crate::stripe::{CheckoutParams, Stripe, signature};
+
+/// One page of transactions and the number that match, shared as the read cache keeps it.
+#[derive(Debug)]
+pub struct TransactionPage {
+    pub rows: Vec<TransactionRow>,
+    pub total: i64,
+}
 
 /// Who asks: a user (sees their own rows), or anyone (no auth module, the CLI).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +132,7 @@ pub(crate) struct PaymentServiceImpl {
     config: PaymentConfig,
     stripe: Option<Stripe>,
     /// Pages of transactions (`READ_CACHE`), emptied by every write to them in this process.
-    pages: ReadCache<PageKey, (Vec<TransactionRow>, i64)>,
+    pages: ReadCache<PageKey, Arc<TransactionPage>>,
 }
 
 /// A page of transactions: whose (`None`: everyone's), of which status, offset and limit.
@@ -131,6 +140,15 @@ type PageKey = (Option<i64>, Option<String>, i64, i64);
 
 /// The most pages of transactions kept (a full cache is emptied and refilled).
 const CACHED_PAGES: usize = 4096;
+
+fn page_key(caller: Caller, status: Option<&str>, page: Page) -> PageKey {
+    (
+        caller.user(),
+        status.map(str::to_owned),
+        page.offset(),
+        page.limit(),
+    )
+}
 
 fn now() -> NaiveDateTime {
     kernel::time::now()
@@ -179,7 +197,16 @@ pub trait PaymentService: Send + Sync {
         caller: Caller,
         status: Option<&str>,
         page: Page,
-    ) -> Result<(Vec<TransactionRow>, i64), PaymentError>;
+    ) -> Result<Arc<TransactionPage>, PaymentError>;
+
+    /// [`transactions`](Self::transactions)' page when the read cache holds it: memory only, so
+    /// callers ask here first, without a unit of work.
+    fn cached_transactions(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+        page: Page,
+    ) -> Option<Arc<TransactionPage>>;
 
     async fn transaction(&self, caller: Caller, id: i64) -> Result<TransactionRow, PaymentError>;
 
@@ -422,22 +449,27 @@ impl PaymentService for PaymentServiceImpl {
         caller: Caller,
         status: Option<&str>,
         page: Page,
-    ) -> Result<(Vec<TransactionRow>, i64), PaymentError> {
+    ) -> Result<Arc<TransactionPage>, PaymentError> {
         check_status(status, &TRANSACTION_STATUSES)?;
-        let key = (
-            caller.user(),
-            status.map(str::to_owned),
-            page.offset(),
-            page.limit(),
-        );
         self.pages
-            .get_or_load(key, || async {
+            .get_or_load(page_key(caller, status, page), || async {
                 let mut pooled = self.pool.read().await?;
                 let conn = &mut pooled.conn();
                 let (user, offset, limit) = (caller.user(), page.offset(), page.limit());
-                Ok(store::list_transactions(conn, user, status, offset, limit).await?)
+                let (rows, total) =
+                    store::list_transactions(conn, user, status, offset, limit).await?;
+                Ok(Arc::new(TransactionPage { rows, total }))
             })
             .await
+    }
+
+    fn cached_transactions(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+        page: Page,
+    ) -> Option<Arc<TransactionPage>> {
+        self.pages.get(&page_key(caller, status, page)).ok()
     }
 
     async fn transaction(&self, caller: Caller, id: i64) -> Result<TransactionRow, PaymentError> {

@@ -1027,7 +1027,7 @@ async fn saved_events_are_replayed_from_a_file() {
         "--trust",
     ]);
     assert_eq!(module.run_command("payment", &trusted).await, Ok(()));
-    let (rows, total) = module
+    let list = module
         .service()
         .transactions(
             payment_core::Caller::User(5),
@@ -1039,8 +1039,8 @@ async fn saved_events_are_replayed_from_a_file() {
         )
         .await
         .unwrap();
-    assert_eq!(total, 5, "{rows:?}");
-    assert!(rows.iter().all(|r| r.status == "succeeded"));
+    assert_eq!(list.total, 5, "{list:?}");
+    assert!(list.rows.iter().all(|r| r.status == "succeeded"));
 }
 
 fn tempfile_dir() -> std::path::PathBuf {
