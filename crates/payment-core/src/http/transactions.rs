@@ -118,13 +118,19 @@ pub async fn transactions(
         Some(list) => list,
         None => state.service.transactions(caller, status, page).await?,
     };
-    let body = serde_json::to_vec(&TransactionListView {
-        transactions: list.rows.iter().map(TransactionView::from).collect(),
-        total: list.total,
-        page: page.page,
-        page_size: page.page_size,
-    })
-    .map_err(ApiError::internal)?;
+    let body = match list.body.get() {
+        Some(body) => body.clone(),
+        None => {
+            let body = serde_json::to_vec(&TransactionListView {
+                transactions: list.rows.iter().map(TransactionView::from).collect(),
+                total: list.total,
+                page: page.page,
+                page_size: page.page_size,
+            })
+            .map_err(ApiError::internal)?;
+            list.body.get_or_init(|| body.into()).clone()
+        }
+    };
     Ok(HttpResponse::Ok()
         .content_type("application/json")
         .body(body))

@@ -7,7 +7,7 @@ mod refund;
 
 pub use billing::Portal;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use chrono::NaiveDateTime;
 use kernel::cache::ReadCache;
@@ -25,6 +25,9 @@ use crate::stripe::{CheckoutParams, Stripe, signature};
 pub struct TransactionPage {
     pub rows: Vec<TransactionRow>,
     pub total: i64,
+    /// The page's answer once the HTTP layer has written it: kept with the page, so that a page
+    /// served from the read cache is written once (the same rows give the same bytes).
+    pub body: OnceLock<actix_web::web::Bytes>,
 }
 
 /// Who asks: a user (sees their own rows), or anyone (no auth module, the CLI).
@@ -458,7 +461,11 @@ impl PaymentService for PaymentServiceImpl {
                 let (user, offset, limit) = (caller.user(), page.offset(), page.limit());
                 let (rows, total) =
                     store::list_transactions(conn, user, status, offset, limit).await?;
-                Ok(Arc::new(TransactionPage { rows, total }))
+                Ok(Arc::new(TransactionPage {
+                    rows,
+                    total,
+                    body: OnceLock::new(),
+                }))
             })
             .await
     }
