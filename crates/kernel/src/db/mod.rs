@@ -174,8 +174,7 @@ pub enum DbConn<'a> {
     /// Checked out of the pool, or in a transaction: this caller's alone.
     #[cfg(feature = "postgres")]
     Postgres(&'a mut AsyncPgConnection),
-    /// Shared with concurrent callers, for statements outside a transaction
-    /// ([`DbPool::read`]).
+    /// Shared with concurrent callers, for reads outside a transaction ([`DbPool::read`]).
     #[cfg(feature = "postgres")]
     PostgresShared(&'a AsyncPgConnection),
     #[cfg(feature = "sqlite")]

@@ -18,9 +18,9 @@
 //!
 //! Each part of the pool (one per core) keeps one shared connection, opened by the first worker
 //! thread of that part that asks, so that its task runs where its statements come from (other
-//! threads, such as start-up's, share one more, apart). A connection
-//! the server closed is seen closed by its task; the next caller opens a new one, and the
-//! statements in flight on the old one fail as a lost connection (503, like a pooled one).
+//! threads, such as start-up's, share one more, apart). A connection the server closed is seen
+//! closed by its task; the next caller opens a new one, and the statements in flight on the old
+//! one fail as a lost connection (503, like a pooled one).
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
