@@ -189,11 +189,8 @@ mod tests {
         assert_eq!(sizes(0, 0), [1]);
     }
 
-    async fn backend_pid(conn: &mut AsyncPgConnection) -> i32 {
-        diesel::select(sql::<Integer>("pg_backend_pid()"))
-            .get_result(conn)
-            .await
-            .unwrap()
+    async fn backend_pid(conn: &AsyncPgConnection) -> i32 {
+        pid(conn).await.unwrap()
     }
 
     #[tokio::test]
@@ -203,18 +200,18 @@ mod tests {
         };
         let pool = PgPool::new(&url, 2, 2, Duration::from_millis(200)).unwrap();
         pin_thread(0);
-        let first = backend_pid(&mut pool.get().await.unwrap()).await;
+        let first = backend_pid(&pool.get().await.unwrap()).await;
         assert_eq!(
-            backend_pid(&mut pool.get().await.unwrap()).await,
+            backend_pid(&pool.get().await.unwrap()).await,
             first,
             "part 0's idle connection again"
         );
         pin_thread(1);
         let mut own = pool.get().await.unwrap();
-        assert_ne!(backend_pid(&mut own).await, first, "part 1 opens its own");
+        assert_ne!(backend_pid(&own).await, first, "part 1 opens its own");
         let mut borrowed = pool.get().await.unwrap();
         assert_eq!(
-            backend_pid(&mut borrowed).await,
+            backend_pid(&borrowed).await,
             first,
             "part 1 is full: part 0's idle connection is lent"
         );
@@ -227,8 +224,8 @@ mod tests {
         assert_eq!(pool.status().size, 2);
     }
 
-    async fn shared_pid(conn: &SharedPg) -> diesel::QueryResult<i32> {
-        let mut conn: &AsyncPgConnection = conn;
+    /// The server process of `conn`, a pooled connection or a shared one.
+    async fn pid(mut conn: &AsyncPgConnection) -> diesel::QueryResult<i32> {
         diesel::select(sql::<Integer>("pg_backend_pid()"))
             .get_result(&mut conn)
             .await
@@ -245,7 +242,7 @@ mod tests {
         let again = pool.shared().await.unwrap();
         assert!(Arc::ptr_eq(&first, &again), "one connection per part");
         // Statements of concurrent callers are in flight on it at once, answered in order.
-        let (a, b) = futures_util::try_join!(shared_pid(&first), shared_pid(&again)).unwrap();
+        let (a, b) = futures_util::try_join!(pid(&first), pid(&again)).unwrap();
         assert_eq!(a, b);
         assert_eq!(
             pool.status().size,
@@ -255,7 +252,7 @@ mod tests {
 
         pin_thread(1);
         let other = pool.shared().await.unwrap();
-        assert_ne!(shared_pid(&other).await.unwrap(), a, "part 1 has its own");
+        assert_ne!(pid(&other).await.unwrap(), a, "part 1 has its own");
         let mut killer: &AsyncPgConnection = &other;
         diesel::select(sql::<diesel::sql_types::Bool>(&format!(
             "pg_terminate_backend({a})"
@@ -266,7 +263,7 @@ mod tests {
 
         // The statements on the closed connection fail as a lost connection; once its task has
         // seen it close, part 0 opens another.
-        let lost = DbError::from(shared_pid(&first).await.unwrap_err());
+        let lost = DbError::from(pid(&first).await.unwrap_err());
         assert!(lost.is_connection_lost(), "{lost:?}");
         pin_thread(0);
         let mut replaced = None;
@@ -279,7 +276,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let replaced = replaced.unwrap();
-        assert_ne!(shared_pid(&replaced).await.unwrap(), a);
+        assert_ne!(pid(&replaced).await.unwrap(), a);
 
         // A thread that is not a server's worker gets a connection apart, on its own runtime.
         let apart = std::thread::spawn(move || {
@@ -289,13 +286,43 @@ mod tests {
                 .unwrap();
             runtime.block_on(async {
                 let conn = pool.shared().await.unwrap();
-                shared_pid(&conn).await.unwrap()
+                pid(&conn).await.unwrap()
             })
         })
         .join()
         .unwrap();
-        assert_ne!(apart, shared_pid(&replaced).await.unwrap());
-        assert_ne!(apart, shared_pid(&other).await.unwrap());
+        assert_ne!(apart, pid(&replaced).await.unwrap());
+        assert_ne!(apart, pid(&other).await.unwrap());
+    }
+
+    /// A read whose caller is dropped while its statement runs leaves the shared connection to
+    /// the others, each answered its own rows (tokio-postgres reads the dropped one's answer and
+    /// throws it away).
+    #[tokio::test]
+    async fn a_read_dropped_mid_statement_leaves_the_shared_connection_in_order() {
+        let Ok(url) = std::env::var("TEST_DATABASE_URL") else {
+            return; // PostgreSQL half: needs TEST_DATABASE_URL
+        };
+        let pool = PgPool::new(&url, 1, 1, Duration::from_secs(5)).unwrap();
+        pin_thread(0);
+        let conn = pool.shared().await.unwrap();
+        let value = |n: i32, sleep: f64| {
+            let conn = Arc::clone(&conn);
+            async move {
+                let mut c: &AsyncPgConnection = &conn;
+                diesel::select(sql::<Integer>(&format!("{n} FROM pg_sleep({sleep})")))
+                    .get_result::<i32>(&mut c)
+                    .await
+            }
+        };
+        let slow = tokio::time::timeout(Duration::from_millis(50), value(1, 0.3)).await;
+        assert!(slow.is_err(), "dropped while its statement ran");
+        let answers = futures_util::try_join!(value(2, 0.0), value(3, 0.0), value(4, 0.0));
+        assert_eq!(answers.unwrap(), (2, 3, 4));
+        assert!(
+            Arc::ptr_eq(&conn, &pool.shared().await.unwrap()),
+            "still in use"
+        );
     }
 
     #[tokio::test]
