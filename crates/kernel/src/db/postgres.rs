@@ -207,9 +207,9 @@ mod tests {
             "part 0's idle connection again"
         );
         pin_thread(1);
-        let mut own = pool.get().await.unwrap();
+        let own = pool.get().await.unwrap();
         assert_ne!(backend_pid(&own).await, first, "part 1 opens its own");
-        let mut borrowed = pool.get().await.unwrap();
+        let borrowed = pool.get().await.unwrap();
         assert_eq!(
             backend_pid(&borrowed).await,
             first,
