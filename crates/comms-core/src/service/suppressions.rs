@@ -91,7 +91,7 @@ impl CommsServiceImpl {
     /// Takes a number off the list after an opt-in keyword (START): only an SMS opt-out entry
     /// (`stop` or `unsubscribed`); whether one was removed.
     pub(super) async fn lift_opt_out(&self, number: &str) -> Result<bool, CommsError> {
-        let mut pooled = self.pool.read().await?;
+        let mut pooled = self.pool.get().await?;
         let mut conn = pooled.conn();
         let found = store::find_any(&mut conn, &[number.to_owned()]).await?;
         let opted_out = found.iter().any(|row| {

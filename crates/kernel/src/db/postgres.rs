@@ -170,7 +170,7 @@ impl PgPool {
 mod tests {
     use diesel::dsl::sql;
     use diesel::sql_types::Integer;
-    use diesel_async::RunQueryDsl;
+    use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
 
     use super::*;
 
@@ -248,6 +248,15 @@ mod tests {
             pool.status().size,
             0,
             "no pooled connection was checked out"
+        );
+        // A write sent to it by mistake is refused.
+        let mut shared: &AsyncPgConnection = &first;
+        let write = shared
+            .batch_execute("CREATE TABLE shared_write_probe (x INT)")
+            .await;
+        assert!(
+            write.is_err_and(|e| e.to_string().contains("read-only")),
+            "a shared connection refuses writes"
         );
 
         pin_thread(1);

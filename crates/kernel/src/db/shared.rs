@@ -14,7 +14,8 @@
 //! PostgreSQL never makes wait for a row lock; a write (which may wait for one, holding up every
 //! statement queued behind it), a transaction, or anything that changes the session checks a
 //! connection out of the pool ([`DbPool::get`](super::DbPool::get),
-//! [`write_tx!`](crate::write_tx)).
+//! [`write_tx!`](crate::write_tx)). The shared connections are read-only sessions
+//! (`default_transaction_read_only`), so a write sent to one by mistake fails in the tests.
 //!
 //! Each part of the pool (one per core) keeps one shared connection, opened by the first worker
 //! thread of that part that asks, so that its task runs where its statements come from (other
@@ -27,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use diesel_async::AsyncPgConnection;
+use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 
 use super::DbError;
 
@@ -52,7 +53,12 @@ impl SharedPg {
                 tracing::warn!(error = %e, "a shared PostgreSQL connection failed");
             }
         });
-        let conn = AsyncPgConnection::try_from(client)
+        let mut conn = AsyncPgConnection::try_from(client)
+            .await
+            .map_err(|e| DbError::Connect(e.to_string()))?;
+        // Reads only: a write sent here by mistake fails at once (SQLSTATE 25006) instead of
+        // holding up every read queued behind it while it waits for a row lock.
+        conn.batch_execute("SET default_transaction_read_only = on")
             .await
             .map_err(|e| DbError::Connect(e.to_string()))?;
         Ok(SharedPg { conn, closed })
