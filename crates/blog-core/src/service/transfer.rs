@@ -454,9 +454,12 @@ impl ImportRun {
         let rows: Vec<NewPostRow> = pending.iter().map(|post| self.new_row(post)).collect();
         let tag_ids: Vec<Vec<i64>> = pending.iter().map(|post| self.tag_ids(post)).collect();
         let ids = bulk::insert_posts(tx, &rows, &tag_ids).await?;
+        // By slug (unique among the pending posts), whatever order the rows come back in.
+        let tags_of: HashMap<&str, &Vec<i64>> = rows.iter().map(|r| r.slug).zip(&tag_ids).collect();
         let mut links = Vec::new();
-        for ((id, slug), tags) in ids.into_iter().zip(&tag_ids) {
-            links.extend(tags.iter().map(|&tag_id| PostTagRow {
+        for (id, slug) in ids {
+            let tags = tags_of.get(slug.as_str()).copied().into_iter().flatten();
+            links.extend(tags.map(|&tag_id| PostTagRow {
                 post_id: id,
                 tag_id,
             }));
