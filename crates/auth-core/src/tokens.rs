@@ -2,6 +2,9 @@
 //! `sv`, the user's session version when the token was issued. And the opaque tokens of refresh
 //! and mail links: 32 random bytes, hex, stored only as their SHA-256.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -25,6 +28,9 @@ pub struct Verified {
     pub session_version: i64,
 }
 
+/// Seconds a token is still taken after its `exp`, for clocks a little apart.
+const LEEWAY_SECONDS: i64 = 5;
+
 /// Signs and checks tokens with one secret.
 #[derive(Clone)]
 pub struct TokenKeys {
@@ -32,18 +38,21 @@ pub struct TokenKeys {
     decoding: DecodingKey,
     validation: Validation,
     lifetime_seconds: i64,
+    /// Shared by the clones: they hold the same secret.
+    verified: Arc<VerifiedTokens>,
 }
 
 impl TokenKeys {
     pub fn new(secret: &[u8], lifetime_minutes: i64) -> Self {
         let mut validation = Validation::new(Algorithm::HS256);
-        validation.leeway = 5;
+        validation.leeway = LEEWAY_SECONDS.unsigned_abs();
         validation.set_required_spec_claims(&["exp", "sub", "iat"]);
         Self {
             encoding: EncodingKey::from_secret(secret),
             decoding: DecodingKey::from_secret(secret),
             validation,
             lifetime_seconds: lifetime_minutes.saturating_mul(60),
+            verified: Arc::default(),
         }
     }
 
@@ -72,11 +81,59 @@ impl TokenKeys {
     /// The user id and session version of a valid, unexpired token signed with our key; `None`
     /// otherwise.
     pub fn verify(&self, token: &str) -> Option<Verified> {
+        self.verify_at(token, chrono::Utc::now().timestamp())
+    }
+
+    /// [`Self::verify`] at the time `now` (Unix seconds) for a token verified before; the
+    /// signature and claims of a new one are checked against the clock.
+    fn verify_at(&self, token: &str, now: i64) -> Option<Verified> {
+        if let Some((verified, exp)) = self.verified.get(token) {
+            return (exp.saturating_add(LEEWAY_SECONDS) >= now).then_some(verified);
+        }
         let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation).ok()?;
-        Some(Verified {
+        let verified = Verified {
             user_id: data.claims.sub.parse().ok()?,
             session_version: data.claims.sv,
-        })
+        };
+        self.verified.insert(token, verified, data.claims.exp);
+        Some(verified)
+    }
+}
+
+/// Tokens that verified, with what they said and their `exp`: a client sends its token with
+/// every request, and looking it up costs far less than its signature (HMAC-SHA256) and its two
+/// base64 JSON documents. Only tokens that passed every check enter, by their whole text, and
+/// each is checked for expiry again on every use (by [`TokenKeys::verify_at`]). The user's state (active, session version) is
+/// not kept here: the caller reads it each time. Bounded: emptied when full.
+#[derive(Default)]
+struct VerifiedTokens {
+    tokens: Mutex<HashMap<Box<str>, (Verified, i64)>>,
+}
+
+impl VerifiedTokens {
+    /// Tokens kept at most (about 300 bytes each).
+    const CAPACITY: usize = 4096;
+
+    /// What `token` said, and its `exp`, when it verified before.
+    fn get(&self, token: &str) -> Option<(Verified, i64)> {
+        let tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+        tokens.get(token).copied()
+    }
+
+    fn insert(&self, token: &str, verified: Verified, exp: i64) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+        if tokens.len() >= Self::CAPACITY {
+            tokens.clear();
+        }
+        tokens.insert(token.into(), (verified, exp));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.tokens
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 
@@ -224,6 +281,38 @@ mod tests {
         )
         .unwrap_or_default();
         assert_eq!(keys.verify(&token), None);
+    }
+
+    #[test]
+    fn a_verified_token_is_looked_up_again_until_it_expires() {
+        let keys = TokenKeys::new(SECRET, 30);
+        let now = chrono::Utc::now().timestamp();
+        let exp = now + 600;
+        let claims = serde_json::json!({"sub": "7", "iat": now, "exp": exp, "jti": "j", "sv": 2});
+        let token = sign(Algorithm::HS256, &claims);
+        let expected = Some(Verified {
+            user_id: 7,
+            session_version: 2,
+        });
+        assert_eq!(keys.verify_at(&token, now), expected);
+        assert_eq!(keys.verified.len(), 1);
+        // Served from the map (a clone shares it), up to exp and its leeway, and not after.
+        let clone = keys.clone();
+        assert_eq!(clone.verify_at(&token, exp + LEEWAY_SECONDS), expected);
+        assert_eq!(clone.verify_at(&token, exp + LEEWAY_SECONDS + 1), None);
+        // Tokens that fail never enter, and the map stays bounded.
+        let mut tampered = token.clone();
+        tampered.push('x');
+        assert_eq!(keys.verify_at(&tampered, now), None);
+        assert_eq!(keys.verified.len(), 1);
+        for user in 0..VerifiedTokens::CAPACITY + 10 {
+            let token = keys.issue(user as i64, 0).unwrap_or_default();
+            assert!(keys.verify(&token).is_some());
+        }
+        assert!(keys.verified.len() <= VerifiedTokens::CAPACITY);
+        // Another secret's keys do not know this one's tokens.
+        let other = TokenKeys::new(b"another-secret-another-secret-xx", 30);
+        assert_eq!(other.verify(&token), None);
     }
 
     #[test]
