@@ -50,26 +50,26 @@ pub struct RequestSpan;
 
 impl RootSpanBuilder for RequestSpan {
     fn on_request_start(request: &ServiceRequest) -> Span {
-        let id = request
-            .extensions()
-            .get::<RequestId>()
-            .map(|r| r.0.clone())
-            .unwrap_or_default();
-        // The client as `kernel::client_addr` works it out (behind a trusted proxy, the address
-        // the proxy reports), set by the middleware outside this one.
-        let client = request
-            .extensions()
-            .get::<ClientAddr>()
-            .map(|c| c.0.to_string())
-            .unwrap_or_default();
-        tracing::info_span!(
+        let span = tracing::info_span!(
             "request",
-            request_id = %id,
-            client = %client,
+            request_id = tracing::field::Empty,
+            client = tracing::field::Empty,
             method = %request.method(),
             path = %request.path(),
             status = tracing::field::Empty,
-        )
+        );
+        // Filled only for a span that is logged: below `info` nothing is formatted.
+        if !span.is_disabled() {
+            let extensions = request.extensions();
+            let id = extensions.get::<RequestId>().map_or("", |r| r.0.as_str());
+            span.record("request_id", id);
+            // The client as `kernel::client_addr` works it out (behind a trusted proxy, the
+            // address the proxy reports), set by the middleware outside this one.
+            if let Some(client) = extensions.get::<ClientAddr>() {
+                span.record("client", tracing::field::display(client.0));
+            }
+        }
+        span
     }
 
     fn on_request_end<B: MessageBody>(span: Span, outcome: &Result<ServiceResponse<B>, Error>) {
@@ -121,5 +121,39 @@ mod tests {
         let line: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_default();
         assert_eq!(line["fields"]["panic"], "boom", "{text}");
         assert_eq!(line["level"], "ERROR", "{text}");
+    }
+
+    #[test]
+    fn a_request_line_carries_its_id_client_method_and_path() {
+        use actix_web::HttpMessage;
+        use tracing_actix_web::RootSpanBuilder;
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_writer(move || writer.clone())
+            .finish();
+        let request = actix_web::test::TestRequest::get()
+            .uri("/auth/me?x=1")
+            .to_srv_request();
+        request
+            .extensions_mut()
+            .insert(kernel::http::RequestId("req-1".into()));
+        request
+            .extensions_mut()
+            .insert(kernel::client_addr::ClientAddr([203, 0, 113, 9].into()));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = super::RequestSpan::on_request_start(&request);
+            span.in_scope(|| tracing::info!("inside"));
+        });
+        let text = String::from_utf8(buffer.0.lock().map(|b| b.clone()).unwrap_or_default())
+            .unwrap_or_default();
+        let line: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_default();
+        let span = &line["span"];
+        assert_eq!(span["request_id"], "req-1", "{text}");
+        assert_eq!(span["client"], "203.0.113.9", "{text}");
+        assert_eq!(span["method"], "GET", "{text}");
+        assert_eq!(span["path"], "/auth/me", "{text}");
     }
 }
