@@ -1,6 +1,6 @@
 //! HTTP caching of the public reads (RFC 9110 and RFC 9111): every answer carries a strong
-//! `ETag` (a hash of its body, computed once when the body is made and kept with it in the read
-//! cache) and `Cache-Control` (`BLOG_CACHE_CONTROL`); a post carries `Last-Modified` too. A
+//! `ETag` (a 128-bit hash of its body, computed once when the body is made and kept with it in the
+//! read cache) and `Cache-Control` (`BLOG_CACHE_CONTROL`); a post carries `Last-Modified` too. A
 //! request whose `If-None-Match` matches gets `304 Not Modified` without a body, from the same
 //! cache entry as the `200`.
 
@@ -8,7 +8,6 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse};
 use chrono::NaiveDateTime;
-use sha2::{Digest, Sha256};
 
 /// An answer of a public read as the cache keeps it: the body, and its headers made once.
 #[derive(Debug, Clone)]
@@ -28,11 +27,12 @@ pub const RSS: &str = "application/rss+xml; charset=utf-8";
 pub const XML: &str = "application/xml; charset=utf-8";
 
 impl CachedBody {
-    /// `body` with its entity tag: the first 128 bits of its SHA-256, so that equal bodies have
-    /// equal tags on every instance and across restarts.
+    /// `body` with its entity tag: its XXH3-128, so that equal bodies have equal tags on every
+    /// instance and across restarts, and bodies that differ differ in their tags. A tag names
+    /// bytes, it does not vouch for them, so it needs no cryptographic hash: SHA-256 in software
+    /// cost about a tenth of a post's uncached read, XXH3 a hundredth of that.
     pub fn new(body: Bytes, content_type: &'static str, modified: Option<NaiveDateTime>) -> Self {
-        let digest = Sha256::digest(&body);
-        let etag = format!("\"{}\"", hex::encode(&digest[..16]));
+        let etag = format!("\"{:032x}\"", xxhash_rust::xxh3::xxh3_128(&body));
         CachedBody {
             body,
             // Hex digits and quotes: always a valid header value.
