@@ -103,8 +103,9 @@ impl TokenKeys {
 /// Tokens that verified, with what they said and their `exp`: a client sends its token with
 /// every request, and looking it up costs far less than its signature (HMAC-SHA256) and its two
 /// base64 JSON documents. Only tokens that passed every check enter, by their whole text, and
-/// each is checked for expiry again on every use (by [`TokenKeys::verify_at`]). The user's state (active, session version) is
-/// not kept here: the caller reads it each time. Bounded: emptied when full.
+/// each is checked for expiry again on every use (by [`TokenKeys::verify_at`]). The user's state
+/// (active, session version) is not kept here: the caller reads it each time. Bounded: emptied
+/// when full.
 #[derive(Default)]
 struct VerifiedTokens {
     tokens: Mutex<HashMap<Box<str>, (Verified, i64)>>,
