@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The hot reads: the public blog list (page 1, 20 posts of 1,000 published, 3 tags each), a post by
-# slug and GET /auth/me, each with the read cache on and off (and the post revalidated with its
-# ETag, answered 304 without a body, with the cache on), beside the bare actix-web handler
-# answering the very bytes the endpoint answered, from memory; plus the time from start to ready
-# and the idle RSS. keel serves the auth and blog modules.
+# slug, the tag list (10 tags) and GET /auth/me, each with the read cache on and off (and the post
+# revalidated with its ETag, answered 304 without a body, with the cache on), beside the bare
+# actix-web handler answering the very bytes the endpoint answered, from memory; plus the time
+# from start to ready and the idle RSS. keel serves the auth and blog modules.
 # Usage: bash bench/reads.sh [postgres://user@host:5432/postgres]   (needs wrk and python3)
 # SQLite always; with a PostgreSQL URL, PostgreSQL too, in a scratch database.
 source "$(dirname "$0")/lib.sh"
@@ -11,6 +11,7 @@ build_release
 port=8183
 list_path="/api/v1/blog/posts?page=1&page_size=20"
 slug_path="/api/v1/blog/posts/post-500"
+tags_path="/api/v1/blog/tags"
 
 python3 bench/blog_seed.py json 1000 "$work/seed.json"
 
@@ -32,6 +33,7 @@ bench_backend() { # label DATABASE_URL
       -d 'username=bench%40example.com&password=bench-password-1' | python3 bench/json_field.py access_token)
     curl -sf "$keel_base$list_path" -o "$work/list.json"
     curl -sf "$keel_base$slug_path" -o "$work/slug.json"
+    curl -sf "$keel_base$tags_path" -o "$work/tags.json"
     curl -sf -H "Authorization: Bearer $token" "$keel_base/auth/me" -o "$work/me.json"
     say "reads, READ_CACHE=$cache"
     wrk_load "$conns" "$keel_base$list_path"
@@ -40,6 +42,8 @@ bench_backend() { # label DATABASE_URL
     result[me_$cache]="$rate $p50 $p99"
     wrk_load "$conns" "$keel_base$slug_path"
     result[slug_$cache]="$rate $p50 $p99"
+    wrk_load "$conns" "$keel_base$tags_path"
+    result[tags_$cache]="$rate $p50 $p99"
     if [ $cache = on ]; then
       etag=$(curl -sf -D - -o /dev/null "$keel_base$slug_path" | tr -d '\r' | awk -F': ' 'tolower($1) == "etag" {print $2}')
       [ -n "$etag" ] || die "the post answered no ETag"
@@ -57,16 +61,19 @@ bench_backend() { # label DATABASE_URL
     pg[list]="$pg_ceiling $pg_statements"
     pg_ceiling "$url" "" "$keel_base$slug_path"
     pg[slug]="$pg_ceiling $pg_statements"
+    pg_ceiling "$url" "" "$keel_base$tags_path"
+    pg[tags]="$pg_ceiling $pg_statements"
     pg_ceiling "$url" "" -H "Authorization: Bearer $token" "$keel_base/auth/me"
     pg[me]="$pg_ceiling $pg_statements"
     stop "$keel_pid"
   fi
   say "reads, bare handler"
-  for what in list slug me; do
+  for what in list slug tags me; do
     size=$(fmt_size "$(wc -c <"$work/$what.json")")
     case $what in
       list) name="\`GET $list_path\` ($size)" ;;
       slug) name="\`GET $slug_path\` ($size)" ;;
+      tags) name="\`GET $tags_path\` ($size)" ;;
       me) name="\`GET /auth/me\` ($size)" ;;
     esac
     bare_load "$work/$what.json" "$conns" /

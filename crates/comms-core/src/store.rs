@@ -32,8 +32,10 @@ pub struct MessageRow {
     pub updated_at: NaiveDateTime,
 }
 
+/// `None` is written as `NULL` rather than `DEFAULT` (the same for these columns), which lets
+/// SQLite take many rows in one statement.
 #[derive(Debug, Insertable)]
-#[diesel(table_name = comms_messages)]
+#[diesel(table_name = comms_messages, treat_none_as_default_value = false)]
 pub struct NewMessageRow<'a> {
     pub channel: &'a str,
     pub provider: &'a str,
@@ -57,16 +59,29 @@ pub struct MessageFilter<'a> {
     pub user_id: Option<i64>,
 }
 
-pub async fn insert(conn: &mut DbConn<'_>, new: &NewMessageRow<'_>) -> QueryResult<MessageRow> {
-    with_conn!(conn, |c| {
-        Cached(
+/// Inserts the rows (inside the caller's transaction): on PostgreSQL in one multi-row
+/// statement; on SQLite, in process, by one single-row statement per row, prepared once per
+/// connection, which saves parsing a statement that grows with the rows.
+pub async fn insert_all(conn: &mut DbConn<'_>, new: &[NewMessageRow<'_>]) -> QueryResult<()> {
+    with_conn!(
+        conn,
+        postgres | c | {
             diesel::insert_into(comms_messages::table)
                 .values(new)
-                .returning(MessageRow::as_returning()),
-        )
-        .get_result(c)
-        .await
-    })
+                .execute(c)
+                .await
+                .map(drop)
+        },
+        sqlite | c | {
+            for row in new {
+                diesel::insert_into(comms_messages::table)
+                    .values(row)
+                    .execute(c)
+                    .await?;
+            }
+            Ok(())
+        }
+    )
 }
 
 pub async fn find(conn: &mut DbConn<'_>, id: i64) -> QueryResult<Option<MessageRow>> {
@@ -157,4 +172,69 @@ pub async fn advance(
 
 pub async fn count(conn: &mut DbConn<'_>) -> QueryResult<i64> {
     with_conn!(conn, |c| comms_messages::table.count().get_result(c).await)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use kernel::db::Backend;
+    use kernel::testing::{StatementLog, TestDb};
+
+    use super::*;
+
+    fn row(provider_id: &str) -> NewMessageRow<'_> {
+        let now = kernel::time::now();
+        NewMessageRow {
+            channel: "email",
+            provider: "resend",
+            recipients: "[]",
+            subject: None,
+            preview: None,
+            provider_id: Some(provider_id),
+            status: "sent",
+            error: None,
+            user_id: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// What each backend keeps prepared of a send's statements: on PostgreSQL the suppression
+    /// check (`= ANY($1)`, whatever the number of addresses; the log's multi-row insert has a
+    /// text per number of rows), on SQLite the log's single-row insert (the check has a bind per
+    /// address).
+    async fn a_sends_statements_are_prepared_once(db: TestDb) {
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let mut pooled = pool.get().await.unwrap();
+        let mut conn = pooled.conn();
+        let log = StatementLog::default();
+        log.attach(&mut conn);
+        for addresses in [&["a@example.com"][..], &["b@example.com", "c@example.com"]] {
+            let addresses: Vec<String> = addresses.iter().map(|a| a.to_string()).collect();
+            suppressions::find_any(&mut conn, &addresses).await.unwrap();
+            suppressions::find_any(&mut conn, &addresses).await.unwrap();
+        }
+        insert_all(&mut conn, &[row("m1")]).await.unwrap();
+        insert_all(&mut conn, &[row("m2"), row("m3")])
+            .await
+            .unwrap();
+        insert_all(&mut conn, &[row("m4"), row("m5")])
+            .await
+            .unwrap();
+        let not_reused = log.not_reused();
+        let (kept, not_kept) = match db.backend {
+            Backend::Postgres => ("SELECT", "INSERT"),
+            Backend::Sqlite => ("INSERT", "SELECT"),
+        };
+        assert!(
+            !not_reused.is_empty() && not_reused.iter().all(|sql| sql.starts_with(not_kept)),
+            "{:?}: {not_reused:?}",
+            db.backend
+        );
+        assert!(!not_reused.iter().any(|sql| sql.starts_with(kept)));
+        assert_eq!(count(&mut conn).await.unwrap(), 5);
+    }
+
+    kernel::backend_tests! { a_sends_statements_are_prepared_once }
 }

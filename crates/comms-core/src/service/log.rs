@@ -4,44 +4,36 @@
 use crate::domain::{self, Channel};
 use crate::error::CommsError;
 use crate::providers::ProviderError;
-use crate::store::{self, MessageRow, NewMessageRow};
+use crate::store::{self, MessageRow};
 
+use super::log_writer::LogRow;
 use super::{CommsServiceImpl, EventOutcome, Message, now};
 
 impl CommsServiceImpl {
-    /// Records a send that reached the provider. The send has happened by now, so a failure to
-    /// record it is logged rather than answered (a retry would send it twice).
+    /// Records a send that reached the provider, with the rows of concurrent sends (see
+    /// [`LogWriter`](super::log_writer::LogWriter)). The send has happened by now, so a failure
+    /// to record it is logged rather than answered (a retry would send it twice).
     pub(super) async fn record(
         &self,
         entry: LogEntry<'_>,
         outcome: Result<(&str, &str), &ProviderError>,
     ) {
-        let recipients = serde_json::to_string(entry.recipients).unwrap_or_else(|_| "[]".into());
-        let now = now();
         let (provider_id, status, error) = match outcome {
             Ok((id, status)) => (Some(id), status, None),
             Err(e) => (None, "failed", Some(e.message.as_str())),
         };
-        let row = NewMessageRow {
-            channel: entry.channel.as_str(),
-            provider: entry.channel.provider(),
-            recipients: &recipients,
-            subject: entry.subject,
-            preview: entry.preview.as_deref(),
-            provider_id,
-            status,
-            error,
+        let row = LogRow {
+            channel: entry.channel,
+            recipients: serde_json::to_string(entry.recipients).unwrap_or_else(|_| "[]".into()),
+            subject: entry.subject.map(str::to_owned),
+            preview: entry.preview,
+            provider_id: provider_id.map(str::to_owned),
+            status: status.to_owned(),
+            error: error.map(str::to_owned),
             user_id: entry.sender,
-            created_at: now,
-            updated_at: now,
+            at: now(),
         };
-        let stored = async {
-            let mut pooled = self.pool.get().await?;
-            store::insert(&mut pooled.conn(), &row).await?;
-            Ok::<_, CommsError>(())
-        }
-        .await;
-        if let Err(e) = stored {
+        if let Err(e) = self.log.write(row).await {
             tracing::error!(channel = entry.channel.as_str(), provider_id, error = %e,
                 "the send is not in the message log");
         }

@@ -5,6 +5,7 @@ mod checks;
 mod detached;
 mod events;
 mod log;
+mod log_writer;
 mod suppressions;
 
 use std::sync::Arc;
@@ -204,6 +205,8 @@ pub trait CommsService: Send + Sync {
 
 pub(crate) struct CommsServiceImpl {
     pool: DbPool,
+    /// Writes the message log's rows, those of concurrent sends together.
+    log: log_writer::LogWriter,
     config: CommsConfig,
     email: Arc<dyn EmailProvider>,
     telephony: Arc<dyn TelephonyProvider>,
@@ -221,6 +224,7 @@ impl CommsServiceImpl {
         mounts: &Mounts,
     ) -> Self {
         CommsServiceImpl {
+            log: log_writer::LogWriter::new(pool.clone()),
             pool,
             config,
             email,

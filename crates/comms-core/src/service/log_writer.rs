@@ -1,0 +1,229 @@
+//! The message log's writer: a group commit. Every send records its row after the provider's
+//! answer, and under load most of that row's cost is its commit (on SQLite a WAL append and, now
+//! and then, a checkpoint; on PostgreSQL a WAL flush). So the rows go to one task, which writes
+//! whatever has queued up while it wrote the last batch in one transaction (see
+//! [`store::insert_all`]), and each send answers once its own row is committed, as before. Alone,
+//! a row is written at once.
+//!
+//! A batch is written whole or not at all. When it fails (one bad row fails all: a provider that
+//! answered an id twice breaks the unique index), each of its rows is written again alone, so
+//! that a bad row costs only itself.
+
+use std::sync::{Mutex, PoisonError};
+
+use chrono::NaiveDateTime;
+use kernel::{DbError, DbPool};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::domain::Channel;
+use crate::error::CommsError;
+use crate::store::{self, NewMessageRow};
+
+/// The most rows one statement writes (11 bound values each: far below either backend's limit).
+const BATCH: usize = 256;
+
+/// A row of the log, owned, on its way to the writer.
+#[derive(Debug, Clone)]
+pub(super) struct LogRow {
+    pub(super) channel: Channel,
+    /// The recipients as a JSON array.
+    pub(super) recipients: String,
+    pub(super) subject: Option<String>,
+    pub(super) preview: Option<String>,
+    pub(super) provider_id: Option<String>,
+    pub(super) status: String,
+    pub(super) error: Option<String>,
+    pub(super) user_id: Option<i64>,
+    pub(super) at: NaiveDateTime,
+}
+
+impl LogRow {
+    fn as_new(&self) -> NewMessageRow<'_> {
+        NewMessageRow {
+            channel: self.channel.as_str(),
+            provider: self.channel.provider(),
+            recipients: &self.recipients,
+            subject: self.subject.as_deref(),
+            preview: self.preview.as_deref(),
+            provider_id: self.provider_id.as_deref(),
+            status: &self.status,
+            error: self.error.as_deref(),
+            user_id: self.user_id,
+            created_at: self.at,
+            updated_at: self.at,
+        }
+    }
+}
+
+/// A row and where its outcome goes: the number of rows committed with it, or why it was not.
+type Pending = (LogRow, oneshot::Sender<Result<usize, CommsError>>);
+
+/// Hands rows to the writer task, started on the first row (and again if its runtime ended).
+pub(super) struct LogWriter {
+    pool: DbPool,
+    /// Unbounded: each row's send waits for it, so no more rows queue than sends are running.
+    queue: Mutex<Option<mpsc::UnboundedSender<Pending>>>,
+}
+
+impl LogWriter {
+    pub(super) fn new(pool: DbPool) -> Self {
+        LogWriter {
+            pool,
+            queue: Mutex::new(None),
+        }
+    }
+
+    /// Writes `row` with the rows queued beside it; returns once it is committed, with the number
+    /// of rows committed together. Dropping the future does not take the row back: it is written
+    /// all the same.
+    pub(super) async fn write(&self, row: LogRow) -> Result<usize, CommsError> {
+        let (done, committed) = oneshot::channel();
+        self.enqueue((row, done));
+        committed.await.unwrap_or_else(|_| {
+            Err(CommsError::Db(DbError::Unit(
+                "the message log's writer stopped".into(),
+            )))
+        })
+    }
+
+    fn enqueue(&self, pending: Pending) {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let pending = match queue.as_ref() {
+            Some(writer) => match writer.send(pending) {
+                Ok(()) => return,
+                // The writer ended with the runtime it ran on: start another.
+                Err(mpsc::error::SendError(pending)) => pending,
+            },
+            None => pending,
+        };
+        let (writer, rows) = mpsc::unbounded_channel();
+        // Cannot fail: `rows` is alive.
+        let _ = writer.send(pending);
+        // A unit of work: on SQLite the task runs where the connections are.
+        drop(kernel::db::spawn_unit(run(self.pool.clone(), rows)));
+        *queue = Some(writer);
+    }
+}
+
+/// Writes batches until every sender is gone (the service was dropped).
+async fn run(pool: DbPool, mut queue: mpsc::UnboundedReceiver<Pending>) {
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        // Sends whose provider answered meanwhile queue their rows first: a batch grows instead
+        // of a row going alone just behind a large batch.
+        tokio::task::yield_now().await;
+        if queue.recv_many(&mut batch, BATCH).await == 0 {
+            return;
+        }
+        let (rows, done): (Vec<LogRow>, Vec<_>) = batch.drain(..).unzip();
+        for (done, result) in done.into_iter().zip(write_all(&pool, &rows).await) {
+            // The send may have gone: its row is written all the same.
+            let _ = done.send(result);
+        }
+    }
+}
+
+/// The outcome of each row: one statement for all, else each alone.
+async fn write_all(pool: &DbPool, rows: &[LogRow]) -> Vec<Result<usize, CommsError>> {
+    match insert(pool, rows).await {
+        Ok(()) => rows.iter().map(|_| Ok(rows.len())).collect(),
+        Err(e) if rows.len() == 1 => vec![Err(e)],
+        Err(_) => {
+            let mut results = Vec::with_capacity(rows.len());
+            for row in rows {
+                results.push(insert(pool, std::slice::from_ref(row)).await.map(|()| 1));
+            }
+            results
+        }
+    }
+}
+
+async fn insert(pool: &DbPool, rows: &[LogRow]) -> Result<(), CommsError> {
+    let new: Vec<NewMessageRow<'_>> = rows.iter().map(LogRow::as_new).collect();
+    kernel::write_tx!(
+        pool,
+        CommsError,
+        |tx| Ok(store::insert_all(tx, &new).await?)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use kernel::testing::{TestDb, WriteLock};
+
+    fn row(provider_id: &str) -> LogRow {
+        LogRow {
+            channel: Channel::Email,
+            recipients: r#"["a@example.com"]"#.into(),
+            subject: Some("Hi".into()),
+            preview: None,
+            provider_id: Some(provider_id.into()),
+            status: "sent".into(),
+            error: None,
+            user_id: Some(7),
+            at: kernel::time::now(),
+        }
+    }
+
+    async fn logged(pool: &DbPool) -> Vec<String> {
+        let mut pooled = pool.get().await.unwrap();
+        let (rows, _) = store::list(&mut pooled.conn(), Default::default(), 0, 1000)
+            .await
+            .unwrap();
+        let mut ids: Vec<String> = rows.into_iter().filter_map(|r| r.provider_id).collect();
+        ids.sort();
+        ids
+    }
+
+    async fn a_bad_row_costs_only_itself(db: TestDb) {
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let results = write_all(&pool, &[row("a"), row("b"), row("a"), row("c")]).await;
+        let written: Vec<Option<usize>> = results.into_iter().map(Result::ok).collect();
+        assert_eq!(written, [Some(1), Some(1), None, Some(1)]);
+        assert_eq!(logged(&pool).await, ["a", "b", "c"]);
+    }
+
+    async fn rows_queued_behind_a_write_are_committed_together(db: TestDb) {
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let writer = std::sync::Arc::new(LogWriter::new(pool.clone()));
+        // The table's write lock holds the writer's first statement while 100 rows queue.
+        let lock = WriteLock::take(&db.url, "comms_messages").await;
+        let writes: Vec<_> = (0..100)
+            .map(|i| {
+                let writer = writer.clone();
+                tokio::spawn(async move { writer.write(row(&format!("m{i:03}"))).await })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        lock.release().await;
+        let mut together = Vec::new();
+        for write in writes {
+            together.push(write.await.unwrap().unwrap());
+        }
+        // The first write took the rows queued when it began; the rest went in one more.
+        let batches: usize = together
+            .iter()
+            .map(|&n| 1.0 / n as f64)
+            .sum::<f64>()
+            .round() as usize;
+        assert!(
+            batches <= 2,
+            "100 rows in {batches} statements: {together:?}"
+        );
+        // A duplicate among concurrent rows fails alone.
+        let (dup, fresh) = tokio::join!(writer.write(row("m000")), writer.write(row("n")));
+        assert!(dup.is_err());
+        fresh.unwrap();
+        let mut expected: Vec<String> = (0..100).map(|i| format!("m{i:03}")).collect();
+        expected.push("n".into());
+        assert_eq!(logged(&pool).await, expected);
+    }
+
+    kernel::backend_tests! {
+        a_bad_row_costs_only_itself,
+        rows_queued_behind_a_write_are_committed_together,
+    }
+}
