@@ -19,7 +19,8 @@ use crate::domain::Channel;
 use crate::error::CommsError;
 use crate::store::{self, NewMessageRow};
 
-/// The most rows one statement writes (11 bound values each: far below either backend's limit).
+/// The most rows one transaction writes (on PostgreSQL one statement of 11 bound values a row: far
+/// below its limit).
 const BATCH: usize = 256;
 
 /// A row of the log, owned, on its way to the writer.
@@ -123,7 +124,7 @@ async fn run(pool: DbPool, mut queue: mpsc::UnboundedReceiver<Pending>) {
     }
 }
 
-/// The outcome of each row: one statement for all, else each alone.
+/// The outcome of each row: one transaction for all, else each alone.
 async fn write_all(pool: &DbPool, rows: &[LogRow]) -> Vec<Result<usize, CommsError>> {
     match insert(pool, rows).await {
         Ok(()) => rows.iter().map(|_| Ok(rows.len())).collect(),
