@@ -4,6 +4,8 @@
 mod disputes;
 mod events;
 mod invoices;
+#[cfg(test)]
+mod tests;
 
 pub use disputes::{
     DisputeRow, find_dispute, find_dispute_by_provider_id, link_disputes, list_disputes,
@@ -362,18 +364,21 @@ pub async fn totals(conn: &mut DbConn<'_>, user_id: Option<i64>) -> QueryResult<
     }
     with_conn!(conn, |c| {
         let total = counted!(c, user_id, None::<&str>)?;
-        let revenue: i64 = scoped!()
-            .filter(payment_transactions::kind.eq("charge"))
-            .filter(payment_transactions::status.eq_any([
-                "succeeded",
-                "partially_refunded",
-                "refunded",
-            ]))
-            .select(sql::<BigInt>(
-                "CAST(COALESCE(SUM(amount - amount_refunded), 0) AS BIGINT)",
-            ))
-            .get_result(c)
-            .await?;
+        // Two texts (with or without the user): prepared once each, despite the `sql` fragment.
+        let revenue: i64 = Cached(
+            scoped!()
+                .filter(payment_transactions::kind.eq("charge"))
+                .filter(payment_transactions::status.eq_any([
+                    "succeeded",
+                    "partially_refunded",
+                    "refunded",
+                ]))
+                .select(sql::<BigInt>(
+                    "CAST(COALESCE(SUM(amount - amount_refunded), 0) AS BIGINT)",
+                )),
+        )
+        .get_result(c)
+        .await?;
         Ok((total, revenue))
     })
 }
