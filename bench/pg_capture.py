@@ -13,6 +13,8 @@ Two commands, used by bench/lib.sh (pg_ceiling):
       Writes the lines of LOG past byte OFFSET as a pgbench script (one SQL command per line).
       Literals matching VARY_REGEX (e.g. an event id) become a fresh random value in each pgbench
       transaction, so that a write is not the same row every time. Prints the statement count.
+      The statements a new connection sends before its first request (SETUP) are left out: a
+      request that happened to open a connection would otherwise charge pgbench with them.
 
 Only the frontend's messages are read, never changed; the backend's are copied as they come.
 """
@@ -191,10 +193,15 @@ async def proxy(listen_port, host, port, log_path):
         await server.serve_forever()
 
 
+# What diesel-async sends once, when it opens a connection (AsyncPgConnection::establish).
+SETUP = re.compile(r"^\s*SET (TIME ZONE|CLIENT_ENCODING) ", re.IGNORECASE)
+
+
 def script(log_path, offset, out_path, vary=None):
     with open(log_path) as log:
         log.seek(offset)
         statements = [json.loads(line)["sql"] for line in log if line.strip()]
+    statements = [sql for sql in statements if not SETUP.match(sql)]
     lines = []
     if vary:
         lines.append("\\set vary random(1, 1000000000000)")
