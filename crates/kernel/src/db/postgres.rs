@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use deadpool::managed::{PoolError, Timeouts};
-use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, PoolError as ConnectError, RecyclingMethod,
 };
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 
 use super::DbError;
 use super::shared::{SharedPg, Slot};
@@ -30,6 +30,13 @@ use super::shared::{SharedPg, Slot};
 fn part(url: &str, size: usize, timeout: Duration) -> Result<Pool<AsyncPgConnection>, DbError> {
     let mut config = ManagerConfig::<AsyncPgConnection>::default();
     config.recycling_method = RecyclingMethod::Fast;
+    config.custom_setup = Box::new(|url| {
+        Box::pin(async move {
+            let mut conn = AsyncPgConnection::establish(url).await?;
+            prefer_generic_plans(&mut conn).await;
+            Ok(conn)
+        })
+    });
     let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
     Pool::builder(manager)
         .max_size(size)
@@ -38,6 +45,22 @@ fn part(url: &str, size: usize, timeout: Duration) -> Result<Pool<AsyncPgConnect
         .create_timeout(Some(timeout))
         .build()
         .map_err(|e| DbError::Connect(e.to_string()))
+}
+
+/// Makes the session plan each prepared statement once (`plan_cache_mode`), as a statement
+/// without parameters is. By default PostgreSQL plans a statement with parameters again on every
+/// execution while a plan for its values looks cheaper than its generic plan, and a `LIMIT $n`
+/// (every page) always does: the generic plan must assume a tenth of the table. Keel's
+/// statements are lookups by key and index-ordered pages, whose generic plan is the one each
+/// execution would choose; planning them each time cost the payment list a fifth of its rate
+/// (docs/performance.md). A server without the setting (before PostgreSQL 12) keeps its own.
+pub(super) async fn prefer_generic_plans(conn: &mut AsyncPgConnection) {
+    if let Err(e) = conn
+        .batch_execute("SET plan_cache_mode = force_generic_plan")
+        .await
+    {
+        tracing::debug!(error = %e, "plan_cache_mode not set");
+    }
 }
 
 /// A PostgreSQL pool split into parts, one per core (see the module documentation).
@@ -222,6 +245,28 @@ mod tests {
         drop(own);
         assert_eq!(pool.status().available, 1);
         assert_eq!(pool.status().size, 2);
+    }
+
+    /// Pooled and shared connections alike plan a prepared statement once.
+    #[tokio::test]
+    async fn every_connection_keeps_generic_plans() {
+        let Ok(url) = std::env::var("TEST_DATABASE_URL") else {
+            return; // PostgreSQL half: needs TEST_DATABASE_URL
+        };
+        let mode = async |mut conn: &AsyncPgConnection| -> String {
+            diesel::select(sql::<diesel::sql_types::Text>(
+                "current_setting('plan_cache_mode')",
+            ))
+            .get_result(&mut conn)
+            .await
+            .unwrap()
+        };
+        let pool = PgPool::new(&url, 1, 1, Duration::from_secs(5)).unwrap();
+        assert_eq!(mode(&pool.get().await.unwrap()).await, "force_generic_plan");
+        assert_eq!(
+            mode(&pool.shared().await.unwrap()).await,
+            "force_generic_plan"
+        );
     }
 
     /// The server process of `conn`, a pooled connection or a shared one.

@@ -61,6 +61,7 @@ impl SharedPg {
         conn.batch_execute("SET default_transaction_read_only = on")
             .await
             .map_err(|e| DbError::Connect(e.to_string()))?;
+        super::postgres::prefer_generic_plans(&mut conn).await;
         Ok(SharedPg { conn, closed })
     }
 
