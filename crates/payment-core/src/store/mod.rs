@@ -295,10 +295,10 @@ pub async fn adopt_refunds(conn: &mut DbConn<'_>, parent_id: i64, user_id: i64) 
     })
 }
 
-/// The number of transactions of one user (or, `None`, of every row) and of one status (or
-/// every one), from the counts the triggers keep (`payment_transaction_counts`).
-macro_rules! counted {
-    ($c:expr, $user_id:expr, $status:expr) => {{
+/// The counts the triggers keep (`payment_transaction_counts`) of one user (or, `None`, of every
+/// row) and of one status (or every one), as a boxed query to select their sum from.
+macro_rules! counts_of {
+    ($user_id:expr, $status:expr) => {{
         let mut query = payment_transaction_counts::table.into_boxed();
         if let Some(user_id) = $user_id {
             query = query.filter(payment_transaction_counts::user_id.eq(user_id));
@@ -306,15 +306,25 @@ macro_rules! counted {
         if let Some(status) = $status {
             query = query.filter(payment_transaction_counts::status.eq(status));
         }
-        Cached(query.select(sql::<BigInt>(
-            "CAST(COALESCE(SUM(transactions), 0) AS BIGINT)",
-        )))
-        .get_result::<i64>($c)
-        .await
+        query.select(sql::<BigInt>(COUNTED))
     }};
 }
 
-/// One page of transactions, newest first, and the number that match.
+/// The sum of the counts [`counts_of!`] selects.
+const COUNTED: &str = "CAST(COALESCE(SUM(transactions), 0) AS BIGINT)";
+
+/// The number of transactions of one user and status (see [`counts_of!`]).
+macro_rules! counted {
+    ($c:expr, $user_id:expr, $status:expr) => {{
+        Cached(counts_of!($user_id, $status))
+            .get_result::<i64>($c)
+            .await
+    }};
+}
+
+/// One page of transactions, newest first, and the number that match. One statement: each row
+/// carries the total as a scalar subquery (run once); only a page without rows asks for the
+/// total on its own.
 pub async fn list_transactions(
     conn: &mut DbConn<'_>,
     user_id: Option<i64>,
@@ -322,31 +332,34 @@ pub async fn list_transactions(
     offset: i64,
     limit: i64,
 ) -> QueryResult<(Vec<TransactionRow>, i64)> {
-    macro_rules! filtered {
-        () => {{
-            let mut query = payment_transactions::table.into_boxed();
-            if let Some(user_id) = user_id {
-                query = query.filter(payment_transactions::user_id.eq(user_id));
-            }
-            if let Some(status) = status {
-                query = query.filter(payment_transactions::status.eq(status));
-            }
-            query
-        }};
-    }
     with_conn!(conn, |c| {
-        let rows = filtered!()
-            .order((
-                payment_transactions::created_at.desc(),
-                payment_transactions::id.desc(),
-            ))
-            .offset(offset)
-            .limit(limit)
-            .select(TransactionRow::as_select())
-            .load(c)
-            .await?;
-        let total = counted!(c, user_id, status)?;
-        Ok((rows, total))
+        let mut query = payment_transactions::table.into_boxed();
+        if let Some(user_id) = user_id {
+            query = query.filter(payment_transactions::user_id.eq(user_id));
+        }
+        if let Some(status) = status {
+            query = query.filter(payment_transactions::status.eq(status));
+        }
+        let found: Vec<(TransactionRow, Option<i64>)> = Cached(
+            query
+                .order((
+                    payment_transactions::created_at.desc(),
+                    payment_transactions::id.desc(),
+                ))
+                .offset(offset)
+                .limit(limit)
+                .select((
+                    TransactionRow::as_select(),
+                    counts_of!(user_id, status).single_value(),
+                )),
+        )
+        .load(c)
+        .await?;
+        let total = match <[_]>::first(&found) {
+            Some((_, total)) => total.unwrap_or(0),
+            None => counted!(c, user_id, status)?,
+        };
+        Ok((found.into_iter().map(|(row, _)| row).collect(), total))
     })
 }
 

@@ -39,4 +39,63 @@ async fn page_reads_are_prepared_once_and_reused(db: TestDb) {
     }
 }
 
-kernel::backend_tests! { page_reads_are_prepared_once_and_reused }
+/// A page's total is the number of rows its filters match, whether the page has rows (the total
+/// comes with them) or lies past the last row (asked on its own).
+async fn a_pages_total_counts_what_its_filters_match(db: TestDb) {
+    let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+    let mut pooled = pool.get().await.unwrap();
+    let mut conn = pooled.conn();
+    let now = kernel::time::now();
+    let rows = [
+        (Some(1), "succeeded"),
+        (Some(1), "failed"),
+        (Some(1), "succeeded"),
+        (Some(2), "succeeded"),
+        (None, "pending"),
+    ];
+    for (n, (user_id, status)) in rows.into_iter().enumerate() {
+        let new = NewTransaction {
+            user_id,
+            provider_customer_id: None,
+            kind: "charge".to_owned(),
+            status: status.to_owned(),
+            amount: 100,
+            amount_refunded: 0,
+            currency: "usd".to_owned(),
+            description: String::new(),
+            provider_transaction_id: format!("pi_{n}"),
+            payment_intent_id: None,
+            charge_id: None,
+            parent_id: None,
+            created_at: now,
+            updated_at: now,
+        };
+        insert_transaction(&mut conn, &new).await.unwrap();
+    }
+    for (user, status, expected) in [
+        (None, None, 5),
+        (Some(1), None, 3),
+        (Some(1), Some("succeeded"), 2),
+        (None, Some("succeeded"), 3),
+        (Some(2), Some("failed"), 0),
+        (Some(3), None, 0),
+    ] {
+        for (offset, shown) in [(0, expected.min(2)), (10, 0)] {
+            let (page, total) = list_transactions(&mut conn, user, status, offset, 2)
+                .await
+                .unwrap();
+            assert_eq!(
+                (page.len() as i64, total),
+                (shown, expected),
+                "{user:?} {status:?} from {offset}"
+            );
+            assert!(
+                page.iter()
+                    .all(|t| user.is_none_or(|u| t.user_id == Some(u)))
+            );
+            assert!(page.iter().all(|t| status.is_none_or(|s| t.status == s)));
+        }
+    }
+}
+
+kernel::backend_tests! { page_reads_are_prepared_once_and_reused, a_pages_total_counts_what_its_filters_match }
