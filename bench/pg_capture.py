@@ -193,8 +193,9 @@ async def proxy(listen_port, host, port, log_path):
         await server.serve_forever()
 
 
-# What diesel-async sends once, when it opens a connection (AsyncPgConnection::establish).
-SETUP = re.compile(r"^\s*SET (TIME ZONE|CLIENT_ENCODING) ", re.IGNORECASE)
+# What a connection is opened with, once: diesel-async's settings (AsyncPgConnection::establish)
+# and the kernel's (plan_cache_mode; pgbench's statements carry literals, planned once anyway).
+SETUP = re.compile(r"^\s*SET (TIME ZONE|CLIENT_ENCODING|plan_cache_mode) ", re.IGNORECASE)
 
 
 def script(log_path, offset, out_path, vary=None):
