@@ -173,6 +173,7 @@ wrk_load() { # CONNECTIONS [WRK ARGS...] URL
     read -r rate p50 p99 bad errors < <(wrk_figures "$out")
     if [ "$bad" != 0 ] || [ "$errors" != 0 ]; then
       cat "$out" >&2
+      keel_errors
       die "wrk saw $bad non-2xx answers and $errors socket errors (${*: -1})"
     fi
     if awk -v a="$rate" -v b="$best" 'BEGIN {exit !(a > b)}'; then
@@ -180,6 +181,12 @@ wrk_load() { # CONNECTIONS [WRK ARGS...] URL
     fi
   done
   read -r rate p50 p99 <<<"$figures"
+}
+
+# The first errors and warnings keel logged in this scenario (on stderr), if any: what a failed
+# load's non-2xx answers were.
+keel_errors() {
+  grep -m8 -E 'ERROR|WARN' "$work/keel.log" 2>/dev/null | grep -v 'open to anyone' >&2 || true
 }
 
 # wrk's output -> "req/s p50_ms p99_ms non2xx socket_errors".

@@ -20,7 +20,7 @@ bench_backend() { # label DATABASE_URL
     STRIPE_SECRET_KEY=sk_test_bench
   say "POST /api/v1/payment/webhook, $events signed events, $conns senders"
   figures=$(python3 bench/payment_webhooks.py 127.0.0.1 $port $secret "$events" "$conns" 0 "$work/hook.json") || {
-    grep -m5 'request failed' "$work/keel.log" >&2 || true
+    keel_errors
     die "the webhook events failed"
   }
   read -r hook_rate hook_p50 hook_p99 <<<"$figures"
