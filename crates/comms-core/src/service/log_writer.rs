@@ -1,19 +1,16 @@
-//! The message log's writer: a group commit. Every send records its row after the provider's
-//! answer, and under load most of that row's cost is its commit (on SQLite a WAL append and, now
-//! and then, a checkpoint; on PostgreSQL a WAL flush). So the rows go to one task, which writes
-//! whatever has queued up while it wrote the last batch in one transaction (see
-//! [`store::insert_all`]), and each send answers once its own row is committed, as before. Alone,
-//! a row is written at once.
+//! The message log's writer: a group commit ([`GroupCommit`]). Every send records its row after
+//! the provider's answer, and under load most of that row's cost is its commit; so the rows queued
+//! while the last batch was written go in one transaction (see [`store::insert_all`]), and each
+//! send answers once its own row is committed, as before. SQLite writes one transaction at a time
+//! and the rows are one statement, so one batch is written at a time on both backends.
 //!
 //! A batch is written whole or not at all. When it fails (one bad row fails all: a provider that
 //! answered an id twice breaks the unique index), each of its rows is written again alone, so
 //! that a bad row costs only itself.
 
-use std::sync::{Mutex, PoisonError};
-
 use chrono::NaiveDateTime;
+use kernel::db::GroupCommit;
 use kernel::{DbError, DbPool};
-use tokio::sync::{mpsc, oneshot};
 
 use crate::domain::Channel;
 use crate::error::CommsError;
@@ -56,71 +53,27 @@ impl LogRow {
     }
 }
 
-/// A row and where its outcome goes: the number of rows committed with it, or why it was not.
-type Pending = (LogRow, oneshot::Sender<Result<usize, CommsError>>);
-
-/// Hands rows to the writer task, started on the first row (and again if its runtime ended).
-pub(super) struct LogWriter {
-    pool: DbPool,
-    /// Unbounded: each row's send waits for it, so no more rows queue than sends are running.
-    queue: Mutex<Option<mpsc::UnboundedSender<Pending>>>,
-}
+/// Writes rows in batches: each row's outcome is the number of rows committed with it, or why it
+/// was not.
+pub(super) struct LogWriter(GroupCommit<LogRow, Result<usize, CommsError>>);
 
 impl LogWriter {
     pub(super) fn new(pool: DbPool) -> Self {
-        LogWriter {
-            pool,
-            queue: Mutex::new(None),
-        }
+        LogWriter(GroupCommit::new(BATCH, 1, move |rows: Vec<LogRow>| {
+            let pool = pool.clone();
+            async move { write_all(&pool, &rows).await }
+        }))
     }
 
     /// Writes `row` with the rows queued beside it; returns once it is committed, with the number
     /// of rows committed together. Dropping the future does not take the row back: it is written
     /// all the same.
     pub(super) async fn write(&self, row: LogRow) -> Result<usize, CommsError> {
-        let (done, committed) = oneshot::channel();
-        self.enqueue((row, done));
-        committed.await.unwrap_or_else(|_| {
+        self.0.submit(row).await.unwrap_or_else(|| {
             Err(CommsError::Db(DbError::Unit(
                 "the message log's writer stopped".into(),
             )))
         })
-    }
-
-    fn enqueue(&self, pending: Pending) {
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        let pending = match queue.as_ref() {
-            Some(writer) => match writer.send(pending) {
-                Ok(()) => return,
-                // The writer ended with the runtime it ran on: start another.
-                Err(mpsc::error::SendError(pending)) => pending,
-            },
-            None => pending,
-        };
-        let (writer, rows) = mpsc::unbounded_channel();
-        // Cannot fail: `rows` is alive.
-        let _ = writer.send(pending);
-        // A unit of work: on SQLite the task runs where the connections are.
-        drop(kernel::db::spawn_unit(run(self.pool.clone(), rows)));
-        *queue = Some(writer);
-    }
-}
-
-/// Writes batches until every sender is gone (the service was dropped).
-async fn run(pool: DbPool, mut queue: mpsc::UnboundedReceiver<Pending>) {
-    let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        // Sends whose provider answered meanwhile queue their rows first: a batch grows instead
-        // of a row going alone just behind a large batch.
-        tokio::task::yield_now().await;
-        if queue.recv_many(&mut batch, BATCH).await == 0 {
-            return;
-        }
-        let (rows, done): (Vec<LogRow>, Vec<_>) = batch.drain(..).unzip();
-        for (done, result) in done.into_iter().zip(write_all(&pool, &rows).await) {
-            // The send may have gone: its row is written all the same.
-            let _ = done.send(result);
-        }
     }
 }
 

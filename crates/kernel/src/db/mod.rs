@@ -30,6 +30,7 @@ use diesel_migrations::EmbeddedMigrations;
 use diesel_migrations::MigrationHarness;
 
 mod cached;
+mod group;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
@@ -38,6 +39,7 @@ mod shared;
 mod sqlite;
 
 pub use cached::Cached;
+pub use group::GroupCommit;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgPool, pin_thread};
 #[cfg(feature = "postgres")]

@@ -3,6 +3,7 @@
 
 mod billing;
 mod detached;
+mod events;
 mod refund;
 
 pub use billing::Portal;
@@ -12,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use chrono::NaiveDateTime;
 use kernel::cache::ReadCache;
 use kernel::pagination::Page;
-use kernel::{DbPool, FieldError, write_tx};
+use kernel::{DbPool, FieldError};
 use serde_json::Value;
 
 use crate::config::PaymentConfig;
@@ -136,6 +137,8 @@ pub(crate) struct PaymentServiceImpl {
     stripe: Option<Stripe>,
     /// Pages of transactions (`READ_CACHE`), emptied by every write to them in this process.
     pages: ReadCache<PageKey, Arc<TransactionPage>>,
+    /// Verified webhook events on their way to the database, a batch at a time.
+    events: events::EventWriter,
 }
 
 /// A page of transactions: whose (`None`: everyone's), of which status, offset and limit.
@@ -275,6 +278,7 @@ impl PaymentServiceImpl {
             .as_deref()
             .map(|key| Stripe::new(http, &config.api_base, key, config.timeout));
         PaymentServiceImpl {
+            events: events::EventWriter::new(pool.clone()),
             pool,
             config,
             stripe,
@@ -324,25 +328,10 @@ impl PaymentServiceImpl {
     async fn apply(&self, body: &[u8]) -> Result<WebhookReceipt, PaymentError> {
         let event: Value =
             serde_json::from_slice(body).map_err(|_| PaymentError::InvalidPayload)?;
-        let event_type = event
-            .get("type")
-            .and_then(Value::as_str)
+        let event_type = crate::webhook::kind(&event)
             .ok_or(PaymentError::InvalidPayload)?
             .to_owned();
-        // Two events about one new customer or charge, applied at once, can both find no row and
-        // both insert it: the second fails on the unique key, its transaction rolls back whole,
-        // and applying it again then finds the row.
-        let mut attempt = 0;
-        let processed = loop {
-            attempt += 1;
-            let result = write_tx!(&self.pool, PaymentError, |tx| {
-                crate::webhook::apply(tx, &event, now()).await
-            });
-            match result {
-                Err(PaymentError::Db(e)) if e.is_unique_violation() && attempt < 3 => continue,
-                other => break other?,
-            }
-        };
+        let processed = self.events.apply(event).await?;
         if processed {
             self.pages.invalidate();
         }

@@ -182,6 +182,27 @@ async fn upsert_charge(
     Ok(Some(row))
 }
 
+/// The type of an event fit to apply (`None`: not one): it has an id and a type, and none of
+/// its text holds a NUL character, which PostgreSQL's text cannot keep (and which no Stripe
+/// object holds).
+pub(crate) fn kind(event: &Value) -> Option<&str> {
+    text(event, "id")
+        .and(text(event, "type"))
+        .filter(|_| !holds_nul(event))
+}
+
+/// Whether a key or a string anywhere in `v` holds a NUL (serde_json nests at most 128 deep).
+fn holds_nul(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(fields) => fields
+            .iter()
+            .any(|(key, value)| key.contains('\0') || holds_nul(value)),
+        _ => false,
+    }
+}
+
 /// Applies one verified event inside the caller's transaction. `false` when its id was
 /// processed before (nothing is done again).
 pub(crate) async fn apply(
@@ -189,7 +210,7 @@ pub(crate) async fn apply(
     event: &Value,
     now: NaiveDateTime,
 ) -> Result<bool, PaymentError> {
-    let (Some(event_id), Some(kind)) = (text(event, "id"), text(event, "type")) else {
+    let (Some(kind), Some(event_id)) = (kind(event), text(event, "id")) else {
         return Err(PaymentError::InvalidPayload);
     };
     let object = event

@@ -419,7 +419,10 @@ async fn webhook_deliveries_are_verified_and_processed_once(db: TestDb) {
     assert_eq!(post(body, Some(signed_other)).await, (400, invalid.clone()));
     let not_json = "not json";
     let signature = provider_sim::signing::stripe_header(&secret, now, not_json.as_bytes());
-    assert_eq!(post(not_json, Some(signature)).await, (400, invalid));
+    assert_eq!(
+        post(not_json, Some(signature)).await,
+        (400, invalid.clone())
+    );
     let good = provider_sim::signing::stripe_header(&secret, now, body.as_bytes());
     let (status, answer) = post(body, Some(good.clone())).await;
     assert_eq!(
@@ -431,6 +434,20 @@ async fn webhook_deliveries_are_verified_and_processed_once(db: TestDb) {
     );
     let (_, again) = post(body, Some(good)).await;
     assert_eq!(again["duplicate"], true);
+    // Signed, but holding a NUL no database text keeps: refused whole, nothing stored.
+    for body in [
+        r#"{"id": "evt_2", "type": "payment_intent.succeeded", "data": {"object": {"id": "pi_2", "description": "a\u0000b", "metadata": {"user_id": "1"}}}}"#,
+        r#"{"id": "evt_\u0000", "type": "customer.created", "data": {"object": {}}}"#,
+        r#"{"id": "evt_3", "type": "customer.created", "data": {"object": {"a\u0000": 1}}}"#,
+    ] {
+        let signature = provider_sim::signing::stripe_header(&secret, now, body.as_bytes());
+        assert_eq!(
+            post(body, Some(signature)).await,
+            (400, invalid.clone()),
+            "{body}"
+        );
+    }
+    assert_eq!(rows(&c).await, json!([]));
 }
 
 /// The final rows of a run of events, as the admin-free (open) view sees them.

@@ -1,0 +1,226 @@
+//! Group commit: writes handed in one at a time by many tasks, made a batch at a time. Under load
+//! most of a small write's cost is its commit (on SQLite a WAL append and now and then a
+//! checkpoint; on PostgreSQL a WAL flush, which waits for the disk), so the items go to one
+//! task, which hands whatever has queued meanwhile to the module's `write` (typically one
+//! transaction for the batch), and each caller gets its own item's outcome once that batch is
+//! done. Alone, an item is written at once.
+//!
+//! Up to `writers` batches run at a time: on PostgreSQL a batch's statements are round trips
+//! made one after another, and a few batches in flight keep both the database and the disk busy;
+//! SQLite writes one transaction at a time, so more than one would only wait for its lock.
+//!
+//! The batches run as units of work ([`spawn_unit`](super::spawn_unit)), not as part of their
+//! callers: a caller dropped at any `.await` does not take its item back, and a batch is never
+//! cut off between two statements. What a batch does when one item fails is the module's
+//! choice (see its `write`): each item's outcome is its own.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+/// A module's batch writer: the items in the order they queued, to their outcomes in that order.
+type Write<T, R> = dyn Fn(Vec<T>) -> Pin<Box<dyn Future<Output = Vec<R>> + Send>> + Send + Sync;
+
+/// An item and where its outcome goes.
+type Pending<T, R> = (T, oneshot::Sender<R>);
+
+/// Hands items to the batch task, started on the first item (and again if its runtime ended).
+pub struct GroupCommit<T, R> {
+    /// Unbounded: each caller waits for its item, so no more items queue than callers run.
+    queue: Mutex<Option<mpsc::UnboundedSender<Pending<T, R>>>>,
+    write: Arc<Write<T, R>>,
+    /// The most items one batch takes.
+    batch: usize,
+    /// The most batches written at a time.
+    writers: usize,
+}
+
+impl<T: Send + 'static, R: Send + 'static> GroupCommit<T, R> {
+    /// `write` must return one outcome per item, in their order; an item without one (a
+    /// shorter list, or a `write` that panicked) gets `None` from [`submit`](Self::submit).
+    pub fn new<F, Fut>(batch: usize, writers: usize, write: F) -> Self
+    where
+        F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<R>> + Send + 'static,
+    {
+        GroupCommit {
+            queue: Mutex::new(None),
+            write: Arc::new(move |items| Box::pin(write(items))),
+            batch: batch.max(1),
+            writers: writers.max(1),
+        }
+    }
+
+    /// Writes `item` with the items queued beside it; its outcome once its batch is done, or
+    /// `None` when the batch ended without one. Dropping the future does not take the item
+    /// back: it is written all the same.
+    pub async fn submit(&self, item: T) -> Option<R> {
+        let (done, outcome) = oneshot::channel();
+        self.enqueue((item, done));
+        outcome.await.ok()
+    }
+
+    fn enqueue(&self, pending: Pending<T, R>) {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let pending = match queue.as_ref() {
+            Some(sender) => match sender.send(pending) {
+                Ok(()) => return,
+                // The task ended with the runtime it ran on: start another.
+                Err(mpsc::error::SendError(pending)) => pending,
+            },
+            None => pending,
+        };
+        let (sender, items) = mpsc::unbounded_channel();
+        // Cannot fail: `items` is alive.
+        let _ = sender.send(pending);
+        let task = run(items, self.write.clone(), self.batch, self.writers);
+        // A unit of work: on SQLite it runs where the connections are.
+        drop(super::spawn_unit(task));
+        *queue = Some(sender);
+    }
+}
+
+/// Starts batches until every sender is gone (the owner was dropped).
+async fn run<T: Send + 'static, R: Send + 'static>(
+    mut queue: mpsc::UnboundedReceiver<Pending<T, R>>,
+    write: Arc<Write<T, R>>,
+    batch: usize,
+    writers: usize,
+) {
+    let slots = Arc::new(Semaphore::new(writers));
+    loop {
+        // Never closed, so never an error.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        // Callers that were woken meanwhile queue their items first: a batch grows instead of
+        // an item going alone just behind a large batch.
+        tokio::task::yield_now().await;
+        let mut pending = Vec::with_capacity(batch);
+        if queue.recv_many(&mut pending, batch).await == 0 {
+            return;
+        }
+        let write = write.clone();
+        drop(super::spawn_unit(async move {
+            let (items, done): (Vec<T>, Vec<_>) = pending.into_iter().unzip();
+            for (done, outcome) in done.into_iter().zip(write(items).await) {
+                // The caller may have gone: its item is written all the same.
+                let _ = done.send(outcome);
+            }
+            drop(slot);
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// A writer that records its batches' sizes, holds each batch until `gate` lets it go, and
+    /// answers each item with itself doubled.
+    fn doubler(
+        batch: usize,
+        writers: usize,
+        gate: Arc<Semaphore>,
+        sizes: Arc<Mutex<Vec<usize>>>,
+        running: Arc<AtomicUsize>,
+        most: Arc<AtomicUsize>,
+    ) -> GroupCommit<u32, u32> {
+        GroupCommit::new(batch, writers, move |items: Vec<u32>| {
+            let (gate, sizes) = (gate.clone(), sizes.clone());
+            let (running, most) = (running.clone(), most.clone());
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                sizes.lock().unwrap().push(items.len());
+                gate.acquire().await.unwrap().forget();
+                running.fetch_sub(1, Ordering::SeqCst);
+                items.into_iter().map(|i| i * 2).collect()
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn items_queued_behind_a_batch_go_together_and_each_gets_its_own_outcome() {
+        let gate = Arc::new(Semaphore::new(0));
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let group = Arc::new(doubler(
+            64,
+            2,
+            gate.clone(),
+            sizes.clone(),
+            running,
+            most.clone(),
+        ));
+        let submit = |i: u32| {
+            let group = group.clone();
+            tokio::spawn(async move { group.submit(i).await })
+        };
+        // Two alone fill both writers; the next 100 queue behind them.
+        let mut first = Vec::new();
+        for i in 0..2 {
+            first.push(submit(i));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let rest: Vec<_> = (2..102).map(submit).collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        gate.add_permits(1000);
+        for (i, call) in first.into_iter().chain(rest).enumerate() {
+            assert_eq!(call.await.unwrap(), Some(i as u32 * 2));
+        }
+        let sizes = sizes.lock().unwrap().clone();
+        assert_eq!(sizes[..2], [1, 1], "{sizes:?}");
+        assert_eq!(sizes[2..], [64, 36], "{sizes:?}");
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_caller_leaves_its_item_written() {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let group = {
+            let written = written.clone();
+            GroupCommit::new(8, 1, move |items: Vec<u32>| {
+                let written = written.clone();
+                async move {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    written.lock().unwrap().extend(items.iter().copied());
+                    items
+                }
+            })
+        };
+        // Dropped at its first wait, after the item was handed over.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(1), group.submit(7))
+                .await
+                .is_err()
+        );
+        assert_eq!(group.submit(8).await, Some(8));
+        assert_eq!(*written.lock().unwrap(), [7, 8]);
+    }
+
+    #[tokio::test]
+    async fn a_write_that_panics_answers_none_and_the_next_batch_runs() {
+        let group = GroupCommit::new(8, 1, |items: Vec<u32>| async move {
+            assert!(!items.contains(&13), "unlucky");
+            items
+        });
+        assert_eq!(group.submit(13).await, None);
+        assert_eq!(group.submit(14).await, Some(14));
+    }
+
+    #[test]
+    fn a_runtime_that_ended_gets_a_new_task() {
+        let group = GroupCommit::new(8, 1, |items: Vec<u32>| async move { items });
+        for i in 0..2 {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            assert_eq!(runtime.block_on(group.submit(i)), Some(i));
+        }
+    }
+}
