@@ -36,7 +36,7 @@ pub use service::{
     Caller, Checkout, CheckoutRequest, PaymentService, Portal, Summary, TransactionPage,
     WebhookReceipt,
 };
-pub use store::{DisputeRow, InvoiceRow, SubscriptionRow, TransactionRow};
+pub use store::{DisputeRow, InvoiceRow, ListedTransaction, SubscriptionRow, TransactionRow};
 
 use service::PaymentServiceImpl;
 

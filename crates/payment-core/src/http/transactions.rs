@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{PaymentState, PaymentUser, StatusQuery, caller};
-use crate::store::TransactionRow;
+use crate::store::{ListedTransaction, TransactionRow};
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(as = payment::Transaction)]
@@ -39,8 +39,8 @@ struct TransactionView<'a> {
     created_at: Timestamp,
 }
 
-impl<'a> From<&'a TransactionRow> for TransactionView<'a> {
-    fn from(t: &'a TransactionRow) -> Self {
+impl<'a> From<&'a ListedTransaction> for TransactionView<'a> {
+    fn from(t: &'a ListedTransaction) -> Self {
         TransactionView {
             id: t.id,
             provider_transaction_id: &t.provider_transaction_id,

@@ -18,13 +18,15 @@ use serde_json::Value;
 
 use crate::config::PaymentConfig;
 use crate::error::PaymentError;
-use crate::store::{self, DisputeRow, InvoiceRow, SubscriptionRow, TransactionRow};
+use crate::store::{
+    self, DisputeRow, InvoiceRow, ListedTransaction, SubscriptionRow, TransactionRow,
+};
 use crate::stripe::{CheckoutParams, Stripe, signature};
 
 /// One page of transactions and the number that match, shared as the read cache keeps it.
 #[derive(Debug)]
 pub struct TransactionPage {
-    pub rows: Vec<TransactionRow>,
+    pub rows: Vec<ListedTransaction>,
     pub total: i64,
     /// The page's answer once the HTTP layer has written it: kept with the page, so that a page
     /// served from the read cache is written once (the same rows give the same bytes).

@@ -54,6 +54,22 @@ pub struct TransactionRow {
     pub updated_at: NaiveDateTime,
 }
 
+/// A transaction as a list shows it: the columns of its JSON, no more (a page's rows are read,
+/// sent and decoded on every uncached request, and the links between rows are not shown).
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = payment_transactions)]
+pub struct ListedTransaction {
+    pub id: i64,
+    pub kind: String,
+    pub status: String,
+    pub amount: i64,
+    pub currency: String,
+    pub description: String,
+    pub provider_transaction_id: String,
+    #[diesel(deserialize_as = StoredTime)]
+    pub created_at: NaiveDateTime,
+}
+
 #[derive(Debug, Clone, Insertable)]
 #[diesel(table_name = payment_transactions)]
 pub struct NewTransaction {
@@ -331,7 +347,7 @@ pub async fn list_transactions(
     status: Option<&str>,
     offset: i64,
     limit: i64,
-) -> QueryResult<(Vec<TransactionRow>, i64)> {
+) -> QueryResult<(Vec<ListedTransaction>, i64)> {
     with_conn!(conn, |c| {
         let mut query = payment_transactions::table.into_boxed();
         if let Some(user_id) = user_id {
@@ -340,7 +356,7 @@ pub async fn list_transactions(
         if let Some(status) = status {
             query = query.filter(payment_transactions::status.eq(status));
         }
-        let found: Vec<(TransactionRow, Option<i64>)> = Cached(
+        let found: Vec<(ListedTransaction, Option<i64>)> = Cached(
             query
                 .order((
                     payment_transactions::created_at.desc(),
@@ -349,7 +365,7 @@ pub async fn list_transactions(
                 .offset(offset)
                 .limit(limit)
                 .select((
-                    TransactionRow::as_select(),
+                    ListedTransaction::as_select(),
                     counts_of!(user_id, status).single_value(),
                 )),
         )

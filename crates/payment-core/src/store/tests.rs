@@ -89,9 +89,13 @@ async fn a_pages_total_counts_what_its_filters_match(db: TestDb) {
                 (shown, expected),
                 "{user:?} {status:?} from {offset}"
             );
+            let owned_by = |t: &ListedTransaction| {
+                let n: usize = t.provider_transaction_id["pi_".len()..].parse().unwrap();
+                rows[n].0
+            };
             assert!(
                 page.iter()
-                    .all(|t| user.is_none_or(|u| t.user_id == Some(u)))
+                    .all(|t| user.is_none_or(|u| owned_by(t) == Some(u)))
             );
             assert!(page.iter().all(|t| status.is_none_or(|s| t.status == s)));
         }
