@@ -20,6 +20,7 @@ pub mod http;
 pub mod http_client;
 pub mod identity;
 pub mod jobs;
+pub mod json;
 pub mod mail;
 pub mod metrics;
 pub mod module;

@@ -23,12 +23,15 @@ fn slow_format(t: &NaiveDateTime) -> String {
 }
 
 /// The length of `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
-const RFC3339_LEN: usize = 27;
+pub(crate) const RFC3339_LEN: usize = 27;
 
 /// Writes `t` as `YYYY-MM-DDTHH:MM:SS.ffffffZ` into `buf`, without allocating and without
 /// chrono's general formatter (a page of posts writes a hundred of these). `None` for what only
 /// chrono writes right: a year outside 0..=9999 or a leap second.
-fn write_rfc3339<'b>(t: &NaiveDateTime, buf: &'b mut [u8; RFC3339_LEN]) -> Option<&'b str> {
+pub(crate) fn write_rfc3339<'b>(
+    t: &NaiveDateTime,
+    buf: &'b mut [u8; RFC3339_LEN],
+) -> Option<&'b str> {
     use chrono::{Datelike, Timelike};
     let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
     let nanos = t.nanosecond();

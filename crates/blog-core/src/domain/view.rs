@@ -9,10 +9,9 @@
 //! render it, which a trigger turns into NULL) is written from its columns instead, through the
 //! same [`PostFields`].
 
-use std::io::Write as _;
-
 use chrono::NaiveDateTime;
 use kernel::Timestamp;
+use kernel::json::push_int;
 use serde::Serialize;
 
 use super::post::PostStatus;
@@ -86,7 +85,7 @@ pub fn write_post<'t>(
     tags: impl IntoIterator<Item = &'t [u8]>,
 ) {
     out.extend_from_slice(b"{\"id\":");
-    write_int(out, id);
+    push_int(out, id);
     out.push(b',');
     out.extend_from_slice(&fields.as_bytes()[1..fields.len() - 1]);
     out.extend_from_slice(b",\"tags\":[");
@@ -107,16 +106,12 @@ pub fn start_list(out: &mut Vec<u8>) {
 /// The end of a list response, after its posts.
 pub fn end_list(out: &mut Vec<u8>, total: i64, page: i64, page_size: i64) {
     out.extend_from_slice(b"],\"total\":");
-    write_int(out, total);
+    push_int(out, total);
     out.extend_from_slice(b",\"page\":");
-    write_int(out, page);
+    push_int(out, page);
     out.extend_from_slice(b",\"page_size\":");
-    write_int(out, page_size);
+    push_int(out, page_size);
     out.push(b'}');
-}
-
-fn write_int(out: &mut Vec<u8>, n: i64) {
-    let _ = write!(out, "{n}"); // writing to a Vec cannot fail
 }
 
 #[cfg(test)]
