@@ -11,7 +11,7 @@
 
 use chrono::NaiveDateTime;
 use kernel::Timestamp;
-use kernel::json::push_int;
+use kernel::json::{push_int, push_str, push_time};
 use serde::Serialize;
 
 use super::post::PostStatus;
@@ -53,20 +53,22 @@ impl PostFields<'_> {
 
 /// A tag as a post response shows it (`BlogTagResponse`), written once per page.
 pub fn tag_json(id: i64, name: &str, slug: &str, created_at: NaiveDateTime) -> Vec<u8> {
-    #[derive(Serialize)]
-    struct TagFields<'a> {
-        id: i64,
-        name: &'a str,
-        slug: &'a str,
-        created_at: Timestamp,
-    }
-    serde_json::to_vec(&TagFields {
-        id,
-        name,
-        slug,
-        created_at: Timestamp(created_at),
-    })
-    .unwrap_or_default()
+    let mut out = Vec::with_capacity(80 + name.len() + slug.len());
+    push_tag(&mut out, id, name, slug, &created_at);
+    out
+}
+
+/// Appends a tag as `BlogTagResponse` serializes, written by hand (see `kernel::json`).
+pub fn push_tag(out: &mut Vec<u8>, id: i64, name: &str, slug: &str, created_at: &NaiveDateTime) {
+    out.extend_from_slice(b"{\"id\":");
+    push_int(out, id);
+    out.extend_from_slice(b",\"name\":");
+    push_str(out, name);
+    out.extend_from_slice(b",\"slug\":");
+    push_str(out, slug);
+    out.extend_from_slice(b",\"created_at\":");
+    push_time(out, created_at);
+    out.push(b'}');
 }
 
 /// True when `stored` can be spliced: a JSON object with at least one member, as

@@ -78,24 +78,6 @@ where
     .await
 }
 
-/// [`cached_body`] for a value written as JSON inside the unit of work, off the HTTP worker.
-pub(crate) async fn cached_json<T, F>(
-    state: &BlogState,
-    req: &HttpRequest,
-    key: String,
-    produce: F,
-) -> Result<actix_web::HttpResponse, ApiError>
-where
-    T: serde::Serialize,
-    F: Future<Output = Result<T, ApiError>> + Send + 'static,
-{
-    cached_body(state, req, key, async move {
-        let value = produce.await?;
-        kernel::http::to_json_bytes(&value)
-    })
-    .await
-}
-
 /// Extractor for the write and editor endpoints: checks the caller against the protection level
 /// and yields the author of new posts.
 ///
