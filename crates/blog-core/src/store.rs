@@ -5,7 +5,7 @@ use diesel::{
     AsChangeset, BoolExpressionMethods, ExpressionMethods, Insertable, OptionalExtension, QueryDsl,
     QueryResult, Queryable, Selectable, SelectableHelper,
 };
-use kernel::db::Backend;
+use kernel::db::{Backend, Rendered};
 use kernel::time::{StoredTime, StoredTimeOpt};
 use kernel::{DbConn, with_conn};
 
@@ -682,7 +682,10 @@ pub async fn delete_tag(conn: &mut DbConn<'_>, id: i64) -> QueryResult<usize> {
 
 pub async fn list_tags(conn: &mut DbConn<'_>) -> QueryResult<Vec<TagRow>> {
     with_conn!(conn, |c| {
-        blog_tags::table.select(TagRow::as_select()).load(c).await
+        blog_tags::table
+            .select(Rendered(TagRow::as_select()))
+            .load(c)
+            .await
     })
 }
 

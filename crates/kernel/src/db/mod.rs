@@ -33,6 +33,7 @@ mod cached;
 mod group;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod rendered;
 #[cfg(feature = "postgres")]
 mod shared;
 #[cfg(feature = "sqlite")]
@@ -42,6 +43,7 @@ pub use cached::Cached;
 pub use group::GroupCommit;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgPool, pin_thread};
+pub use rendered::Rendered;
 #[cfg(feature = "postgres")]
 pub use shared::SharedPg;
 

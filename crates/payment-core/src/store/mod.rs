@@ -24,7 +24,7 @@ use diesel::{
     CombineDsl, ExpressionMethods, Insertable, OptionalExtension, QueryDsl, QueryResult, Queryable,
     QueryableByName, Selectable, SelectableHelper,
 };
-use kernel::db::Cached;
+use kernel::db::{Cached, Rendered};
 use kernel::time::{StoredTime, StoredTimeOpt};
 use kernel::{DbConn, with_conn};
 
@@ -365,7 +365,7 @@ pub async fn list_transactions(
                 .offset(offset)
                 .limit(limit)
                 .select((
-                    ListedTransaction::as_select(),
+                    Rendered(ListedTransaction::as_select()),
                     counts_of!(user_id, status).single_value(),
                 )),
         )
