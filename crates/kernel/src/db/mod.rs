@@ -582,6 +582,22 @@ impl DbError {
     pub fn is_unique_violation(&self) -> bool {
         matches!(self, DbError::Query(e) if is_unique_violation(e))
     }
+
+    /// True when PostgreSQL failed the transaction to let a concurrent one through: it broke a
+    /// deadlock (SQLSTATE 40P01, which diesel does not name: known by PostgreSQL's message) or
+    /// could not serialize it (40001). Nothing of it was written; running it again is the remedy.
+    pub fn is_concurrency_failure(&self) -> bool {
+        match self {
+            DbError::Query(QueryError::DatabaseError(
+                DatabaseErrorKind::SerializationFailure,
+                _,
+            )) => true,
+            DbError::Query(QueryError::DatabaseError(_, info)) => {
+                info.message() == "deadlock detected"
+            }
+            _ => false,
+        }
+    }
 }
 
 /// True when a query failed on a unique constraint (the same kind on both backends).

@@ -212,6 +212,51 @@ mod tests {
         assert_eq!(sizes(0, 0), [1]);
     }
 
+    #[tokio::test]
+    async fn a_deadlock_is_a_concurrency_failure() {
+        let Ok(url) = std::env::var("TEST_DATABASE_URL") else {
+            return; // PostgreSQL half: needs TEST_DATABASE_URL
+        };
+        let table = format!("deadlock_probe_{}", std::process::id());
+        let mut setup = AsyncPgConnection::establish(&url).await.unwrap();
+        setup
+            .batch_execute(&format!(
+                "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id INT PRIMARY KEY);
+                 INSERT INTO {table} VALUES (1), (2)"
+            ))
+            .await
+            .unwrap();
+        // Each locks one row, then asks for the other's: PostgreSQL fails one of the two.
+        let lock = |first: i32, second: i32| {
+            let (url, table) = (url.clone(), table.clone());
+            async move {
+                let mut conn = AsyncPgConnection::establish(&url).await.unwrap();
+                conn.batch_execute(&format!(
+                    "BEGIN; SELECT id FROM {table} WHERE id = {first} FOR UPDATE"
+                ))
+                .await
+                .unwrap();
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let result = conn
+                    .batch_execute(&format!(
+                        "SELECT id FROM {table} WHERE id = {second} FOR UPDATE"
+                    ))
+                    .await;
+                conn.batch_execute("ROLLBACK").await.unwrap();
+                result.map_err(DbError::Query)
+            }
+        };
+        let (a, b) = tokio::join!(lock(1, 2), lock(2, 1));
+        let failed: Vec<DbError> = [a, b].into_iter().filter_map(Result::err).collect();
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(failed[0].is_concurrency_failure(), "{}", failed[0]);
+        assert!(!DbError::Query(diesel::result::Error::NotFound).is_concurrency_failure());
+        setup
+            .batch_execute(&format!("DROP TABLE {table}"))
+            .await
+            .unwrap();
+    }
+
     async fn backend_pid(conn: &AsyncPgConnection) -> i32 {
         pid(conn).await.unwrap()
     }

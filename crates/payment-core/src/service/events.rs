@@ -87,8 +87,12 @@ async fn apply_all(pool: &DbPool, events: &[Value]) -> Vec<Result<bool, PaymentE
 
 /// One event in its own transaction. Two events about one new customer or charge, applied at
 /// once, can both find no row and both insert it: the second fails on the unique key, its
-/// transaction rolls back whole, and applying it again then finds the row.
+/// transaction rolls back whole, and applying it again then finds the row. An event whose
+/// transaction PostgreSQL failed to break a deadlock with a batch written beside it (two
+/// deliveries of one event, each in its own batch, claim their events in opposite orders) is
+/// applied again the same way.
 async fn apply_one(pool: &DbPool, event: &Value) -> Result<bool, PaymentError> {
+    const ATTEMPTS: usize = 5;
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -96,7 +100,12 @@ async fn apply_one(pool: &DbPool, event: &Value) -> Result<bool, PaymentError> {
             crate::webhook::apply(tx, event, now()).await
         });
         match result {
-            Err(PaymentError::Db(e)) if e.is_unique_violation() && attempt < 3 => continue,
+            Err(PaymentError::Db(e))
+                if (e.is_unique_violation() || e.is_concurrency_failure())
+                    && attempt < ATTEMPTS =>
+            {
+                continue;
+            }
             other => return other,
         }
     }
