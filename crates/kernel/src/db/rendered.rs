@@ -6,8 +6,13 @@
 //! name, and each name is escaped into a fresh string: for the eleven columns of a user,
 //! `GET /auth/me` spent about a sixth of keel's instructions on them (docs/performance.md).
 //! `.select(Rendered(Row::as_select()))` writes the same text once, keeps it by type, and copies it
-//! into each statement. A select list of columns holds no bind parameters; one that does is
-//! refused when first written, since its parameters would not be sent.
+//! into each statement.
+//!
+//! The text is kept by type, so it is kept only for an expression whose type fixes its text, as
+//! diesel itself marks it (`QueryId::HAS_STATIC_QUERY_ID`: columns, tuples of them, `as_select()`);
+//! any other (an `sql()` fragment, a boxed expression) is written each time, as without the
+//! wrapper. A select list of columns holds no bind parameters; one that does is refused when
+//! first written, since its parameters would not be sent.
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -47,11 +52,15 @@ fn texts() -> &'static RwLock<HashMap<TypeId, Box<str>>> {
 
 impl<E, DB> QueryFragment<DB> for Rendered<E>
 where
-    E: QueryFragment<DB> + 'static,
+    E: QueryFragment<DB> + QueryId + 'static,
     DB: Backend + Default + 'static,
     DB::QueryBuilder: Default,
 {
     fn walk_ast<'b>(&'b self, mut pass: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        if !E::HAS_STATIC_QUERY_ID {
+            // Its text may differ between two values of its type: nothing to keep.
+            return self.0.walk_ast(pass);
+        }
         let key = TypeId::of::<(E, DB)>();
         if let Some(text) = texts()
             .read()
@@ -179,6 +188,21 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn a_list_whose_type_does_not_fix_its_text_is_written_each_time() {
+        use diesel::dsl::sql;
+        use diesel::sql_types::BigInt;
+        use diesel::sqlite::Sqlite;
+        for literal in ["1", "2"] {
+            let query = rendered_probe::table.select(Rendered(sql::<BigInt>(literal)));
+            assert_eq!(
+                text::<Sqlite, _>(&query),
+                format!("SELECT {literal} FROM `rendered_probe` -- binds: []")
+            );
+        }
     }
 
     #[cfg(feature = "sqlite")]
