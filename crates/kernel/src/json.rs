@@ -36,7 +36,7 @@ pub fn push_time(out: &mut Vec<u8>, t: &NaiveDateTime) {
     out.push(b'"');
     match crate::time::write_rfc3339(t, &mut buf) {
         Some(text) => out.extend_from_slice(text.as_bytes()),
-        None => out.extend_from_slice(crate::time::format(t).as_bytes()),
+        None => out.extend_from_slice(crate::time::slow_format(t).as_bytes()),
     }
     out.push(b'"');
 }

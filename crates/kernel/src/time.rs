@@ -18,7 +18,7 @@ pub fn format(t: &NaiveDateTime) -> String {
 }
 
 /// chrono's RFC 3339 writer: for the years and leap seconds [`write_rfc3339`] leaves to it.
-fn slow_format(t: &NaiveDateTime) -> String {
+pub(crate) fn slow_format(t: &NaiveDateTime) -> String {
     DateTime::<Utc>::from_naive_utc_and_offset(*t, Utc).to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 

@@ -16,6 +16,7 @@
 
 use std::any::TypeId;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::{OnceLock, PoisonError, RwLock};
 
 use diesel::backend::Backend;
@@ -87,7 +88,10 @@ where
     DB: Backend + Default,
     DB::QueryBuilder: Default,
 {
-    let shown = diesel::debug_query::<DB, _>(e).to_string();
+    // Written through `write!`, not `to_string`, which would panic on an expression that fails.
+    let mut shown = String::new();
+    write!(shown, "{}", diesel::debug_query::<DB, _>(e))
+        .map_err(|_| Error::QueryBuilderError("a Rendered select list cannot be written".into()))?;
     match shown.strip_suffix(" -- binds: []") {
         Some(text) => Ok(text.into()),
         None => Err(Error::QueryBuilderError(
