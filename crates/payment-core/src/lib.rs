@@ -13,6 +13,7 @@ mod schema;
 mod service;
 mod store;
 pub mod stripe;
+mod view;
 mod webhook;
 
 use std::sync::Arc;
@@ -97,12 +98,23 @@ impl BuildModule for PaymentModule {
             deps.pool.clone(),
             config.plans.clone(),
         ));
-        let inner: Arc<dyn PaymentService> = Arc::new(PaymentServiceImpl::new(
+        let inner = PaymentServiceImpl::new(
             deps.pool.clone(),
             config,
             deps.http.clone(),
             deps.read_cache,
-        ));
+        );
+        match inner.render_missing().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(transactions = n, "wrote the JSON of stored transactions"),
+            Err(e) => {
+                return Err(ModuleError::new(
+                    Self::NAME,
+                    format!("writing the JSON of stored transactions: {e}"),
+                ));
+            }
+        }
+        let inner: Arc<dyn PaymentService> = Arc::new(inner);
         // Every call of the handlers, the CLI and the cleanup task is a unit of work from here on.
         let service: Arc<dyn PaymentService> = Arc::new(Detached::new(inner));
         Ok(PaymentModule {

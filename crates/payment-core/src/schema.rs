@@ -26,6 +26,7 @@ diesel::table! {
         parent_id -> Nullable<BigInt>,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        api_json -> Nullable<Text>,
     }
 }
 

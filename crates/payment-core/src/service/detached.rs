@@ -4,8 +4,7 @@
 //! but not recorded. Each method copies its borrowed arguments and forwards to the wrapped
 //! service; a method added to [`PaymentService`] without a line here does not compile.
 
-use std::sync::Arc;
-
+use actix_web::web::Bytes;
 use kernel::pagination::Page;
 use kernel::unit::Detached;
 
@@ -68,20 +67,31 @@ impl PaymentService for Detached<dyn PaymentService> {
         caller: Caller,
         status: Option<&str>,
         page: Page,
-    ) -> Result<Arc<TransactionPage>, PaymentError> {
+    ) -> Result<TransactionPage, PaymentError> {
         let status = status.map(str::to_owned);
         self.run(move |s| async move { s.transactions(caller, status.as_deref(), page).await })
             .await
     }
 
-    /// Memory only: no unit.
-    fn cached_transactions(
+    async fn transactions_json(
         &self,
         caller: Caller,
         status: Option<&str>,
         page: Page,
-    ) -> Option<Arc<TransactionPage>> {
-        self.inner().cached_transactions(caller, status, page)
+    ) -> Result<Bytes, PaymentError> {
+        let status = status.map(str::to_owned);
+        self.run(move |s| async move { s.transactions_json(caller, status.as_deref(), page).await })
+            .await
+    }
+
+    /// Memory only: no unit.
+    fn cached_transactions_json(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+        page: Page,
+    ) -> Option<Bytes> {
+        self.inner().cached_transactions_json(caller, status, page)
     }
 
     async fn transaction(&self, caller: Caller, id: i64) -> Result<TransactionRow, PaymentError> {

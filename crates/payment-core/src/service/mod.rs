@@ -4,12 +4,12 @@
 mod billing;
 mod detached;
 mod events;
+mod listing;
 mod refund;
 
 pub use billing::Portal;
 
-use std::sync::{Arc, OnceLock};
-
+use actix_web::web::Bytes;
 use chrono::NaiveDateTime;
 use kernel::cache::ReadCache;
 use kernel::pagination::Page;
@@ -23,14 +23,11 @@ use crate::store::{
 };
 use crate::stripe::{CheckoutParams, Stripe, signature};
 
-/// One page of transactions and the number that match, shared as the read cache keeps it.
+/// One page of transactions and the number that match.
 #[derive(Debug)]
 pub struct TransactionPage {
     pub rows: Vec<ListedTransaction>,
     pub total: i64,
-    /// The page's answer once the HTTP layer has written it: kept with the page, so that a page
-    /// served from the read cache is written once (the same rows give the same bytes).
-    pub body: OnceLock<actix_web::web::Bytes>,
 }
 
 /// Who asks: a user (sees their own rows), or anyone (no auth module, the CLI).
@@ -137,8 +134,9 @@ pub(crate) struct PaymentServiceImpl {
     pool: DbPool,
     config: PaymentConfig,
     stripe: Option<Stripe>,
-    /// Pages of transactions (`READ_CACHE`), emptied by every write to them in this process.
-    pages: ReadCache<PageKey, Arc<TransactionPage>>,
+    /// Pages of transactions as answered (`READ_CACHE`), emptied by every write to them in this
+    /// process.
+    pages: ReadCache<PageKey, Bytes>,
     /// Verified webhook events on their way to the database, a batch at a time.
     events: events::EventWriter,
 }
@@ -200,21 +198,31 @@ pub trait PaymentService: Send + Sync {
     /// The user of the payment customer with this e-mail address (the CLI's `--user`).
     async fn user_by_email(&self, email: &str) -> Result<Option<i64>, PaymentError>;
 
+    /// One page of the caller's transactions, newest first, read now.
     async fn transactions(
         &self,
         caller: Caller,
         status: Option<&str>,
         page: Page,
-    ) -> Result<Arc<TransactionPage>, PaymentError>;
+    ) -> Result<TransactionPage, PaymentError>;
 
-    /// [`transactions`](Self::transactions)' page when the read cache holds it: memory only, so
-    /// callers ask here first, without a unit of work.
-    fn cached_transactions(
+    /// The same page as the API answers it (`TransactionList`'s JSON), from each row's stored
+    /// JSON (see `view`), through the read cache.
+    async fn transactions_json(
         &self,
         caller: Caller,
         status: Option<&str>,
         page: Page,
-    ) -> Option<Arc<TransactionPage>>;
+    ) -> Result<Bytes, PaymentError>;
+
+    /// [`transactions_json`](Self::transactions_json)' page when the read cache holds it: memory
+    /// only, so callers ask here first, without a unit of work.
+    fn cached_transactions_json(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+        page: Page,
+    ) -> Option<Bytes>;
 
     async fn transaction(&self, caller: Caller, id: i64) -> Result<TransactionRow, PaymentError>;
 
@@ -443,30 +451,35 @@ impl PaymentService for PaymentServiceImpl {
         caller: Caller,
         status: Option<&str>,
         page: Page,
-    ) -> Result<Arc<TransactionPage>, PaymentError> {
+    ) -> Result<TransactionPage, PaymentError> {
         check_status(status, &TRANSACTION_STATUSES)?;
-        self.pages
-            .get_or_load(page_key(caller, status, page), || async {
-                let mut pooled = self.pool.read().await?;
-                let conn = &mut pooled.conn();
-                let (user, offset, limit) = (caller.user(), page.offset(), page.limit());
-                let (rows, total) =
-                    store::list_transactions(conn, user, status, offset, limit).await?;
-                Ok(Arc::new(TransactionPage {
-                    rows,
-                    total,
-                    body: OnceLock::new(),
-                }))
-            })
-            .await
+        let mut pooled = self.pool.read().await?;
+        let (user, offset, limit) = (caller.user(), page.offset(), page.limit());
+        let (rows, total) =
+            store::list_transactions(&mut pooled.conn(), user, status, offset, limit).await?;
+        Ok(TransactionPage { rows, total })
     }
 
-    fn cached_transactions(
+    async fn transactions_json(
         &self,
         caller: Caller,
         status: Option<&str>,
         page: Page,
-    ) -> Option<Arc<TransactionPage>> {
+    ) -> Result<Bytes, PaymentError> {
+        check_status(status, &TRANSACTION_STATUSES)?;
+        self.pages
+            .get_or_load(page_key(caller, status, page), || {
+                self.transaction_page_json(caller.user(), status, page)
+            })
+            .await
+    }
+
+    fn cached_transactions_json(
+        &self,
+        caller: Caller,
+        status: Option<&str>,
+        page: Page,
+    ) -> Option<Bytes> {
         self.pages.get(&page_key(caller, status, page)).ok()
     }
 

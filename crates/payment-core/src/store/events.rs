@@ -12,6 +12,7 @@ use kernel::{DbConn, with_conn};
 
 use super::{NewTransaction, TransactionRow, find_charge, insert_transaction, link_disputes};
 use crate::schema::{payment_customers, payment_events, payment_transactions};
+use crate::view::Shown;
 
 /// What claiming an event found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,7 +183,7 @@ macro_rules! columns {
 }
 
 /// The charge known by the ids `$1`..`$3` (see [`find_charge`]), else a new row of the columns
-/// `$4`..`$17` inserted and the disputes waiting for its payment intent or charge linked to it.
+/// `$4`..`$18` inserted and the disputes waiting for its payment intent or charge linked to it.
 // Read only in the PostgreSQL arm, which an SQLite-only kernel leaves out.
 #[allow(dead_code)]
 const CHARGE_OR_INSERT: &str = concat!(
@@ -202,8 +203,8 @@ const CHARGE_OR_INSERT: &str = concat!(
 ), inserted AS (
     INSERT INTO payment_transactions (user_id, provider_customer_id, kind, status, amount,
         amount_refunded, currency, description, provider_transaction_id, payment_intent_id,
-        charge_id, parent_id, created_at, updated_at)
-    SELECT $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17
+        charge_id, parent_id, created_at, updated_at, api_json)
+    SELECT $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18
     WHERE NOT EXISTS (SELECT 1 FROM found)
     RETURNING ",
     columns!(),
@@ -247,7 +248,8 @@ pub async fn charge_or_insert(
                     .bind::<Nullable<Text>, _>(&new.charge_id)
                     .bind::<Nullable<BigInt>, _>(new.parent_id)
                     .bind::<Timestamp, _>(new.created_at)
-                    .bind::<Timestamp, _>(new.updated_at),
+                    .bind::<Timestamp, _>(new.updated_at)
+                    .bind::<Text, _>(Shown::from(new).to_json()),
             )
             .load(c)
             .await
@@ -273,10 +275,11 @@ pub async fn charge_or_insert(
 
 /// Inserts a refund unless a row of its provider id is stored; whether it was inserted.
 pub async fn insert_refund(conn: &mut DbConn<'_>, new: &NewTransaction) -> QueryResult<bool> {
+    let json = Shown::from(new).to_json();
     with_conn!(conn, |c| {
         Cached(
             diesel::insert_into(payment_transactions::table)
-                .values(new)
+                .values((new, payment_transactions::api_json.eq(&json)))
                 .on_conflict(payment_transactions::provider_transaction_id)
                 .do_nothing(),
         )

@@ -4,6 +4,7 @@
 mod disputes;
 mod events;
 mod invoices;
+mod listing;
 #[cfg(test)]
 mod tests;
 
@@ -16,21 +17,25 @@ pub use events::{
     set_customer_user,
 };
 pub use invoices::{InvoiceRow, find_invoice_by_provider_id, list_invoices, put_invoice};
+pub use listing::{
+    list_transaction_json, list_transactions, listed_by_ids, render_transaction, totals,
+    unrendered_transactions,
+};
 
 use chrono::NaiveDateTime;
 use diesel::dsl::sql;
-use diesel::sql_types::{BigInt, Integer};
+use diesel::sql_types::Integer;
 use diesel::{
     CombineDsl, ExpressionMethods, Insertable, OptionalExtension, QueryDsl, QueryResult, Queryable,
     QueryableByName, Selectable, SelectableHelper,
 };
-use kernel::db::{Cached, Rendered};
+use kernel::db::Cached;
 use kernel::time::{StoredTime, StoredTimeOpt};
 use kernel::{DbConn, with_conn};
 
-use crate::schema::{
-    payment_customers, payment_subscriptions, payment_transaction_counts, payment_transactions,
-};
+use crate::view::Shown;
+
+use crate::schema::{payment_customers, payment_subscriptions, payment_transactions};
 
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = payment_transactions)]
@@ -260,10 +265,11 @@ pub async fn insert_transaction(
     conn: &mut DbConn<'_>,
     new: &NewTransaction,
 ) -> QueryResult<TransactionRow> {
+    let json = Shown::from(new).to_json();
     with_conn!(conn, |c| {
         Cached(
             diesel::insert_into(payment_transactions::table)
-                .values(new)
+                .values((new, payment_transactions::api_json.eq(&json)))
                 .returning(TransactionRow::as_returning()),
         )
         .get_result(c)
@@ -271,8 +277,9 @@ pub async fn insert_transaction(
     })
 }
 
-/// Writes back a charge changed in memory.
+/// Writes back a charge changed in memory, with its JSON.
 pub async fn save_transaction(conn: &mut DbConn<'_>, row: &TransactionRow) -> QueryResult<()> {
+    let json = Shown::from(row).to_json();
     with_conn!(conn, |c| {
         Cached(
             diesel::update(payment_transactions::table.find(row.id)).set((
@@ -286,6 +293,7 @@ pub async fn save_transaction(conn: &mut DbConn<'_>, row: &TransactionRow) -> Qu
                 payment_transactions::payment_intent_id.eq(&row.payment_intent_id),
                 payment_transactions::charge_id.eq(&row.charge_id),
                 payment_transactions::updated_at.eq(row.updated_at),
+                payment_transactions::api_json.eq(&json),
             )),
         )
         .execute(c)
@@ -308,107 +316,6 @@ pub async fn adopt_refunds(conn: &mut DbConn<'_>, parent_id: i64, user_id: i64) 
         .execute(c)
         .await
         .map(drop)
-    })
-}
-
-/// The counts the triggers keep (`payment_transaction_counts`) of one user (or, `None`, of every
-/// row) and of one status (or every one), as a boxed query to select their sum from.
-macro_rules! counts_of {
-    ($user_id:expr, $status:expr) => {{
-        let mut query = payment_transaction_counts::table.into_boxed();
-        if let Some(user_id) = $user_id {
-            query = query.filter(payment_transaction_counts::user_id.eq(user_id));
-        }
-        if let Some(status) = $status {
-            query = query.filter(payment_transaction_counts::status.eq(status));
-        }
-        query.select(sql::<BigInt>(COUNTED))
-    }};
-}
-
-/// The sum of the counts [`counts_of!`] selects.
-const COUNTED: &str = "CAST(COALESCE(SUM(transactions), 0) AS BIGINT)";
-
-/// The number of transactions of one user and status (see [`counts_of!`]).
-macro_rules! counted {
-    ($c:expr, $user_id:expr, $status:expr) => {{
-        Cached(counts_of!($user_id, $status))
-            .get_result::<i64>($c)
-            .await
-    }};
-}
-
-/// One page of transactions, newest first, and the number that match. One statement: each row
-/// carries the total as a scalar subquery (run once); only a page without rows asks for the
-/// total on its own.
-pub async fn list_transactions(
-    conn: &mut DbConn<'_>,
-    user_id: Option<i64>,
-    status: Option<&str>,
-    offset: i64,
-    limit: i64,
-) -> QueryResult<(Vec<ListedTransaction>, i64)> {
-    with_conn!(conn, |c| {
-        let mut query = payment_transactions::table.into_boxed();
-        if let Some(user_id) = user_id {
-            query = query.filter(payment_transactions::user_id.eq(user_id));
-        }
-        if let Some(status) = status {
-            query = query.filter(payment_transactions::status.eq(status));
-        }
-        let found: Vec<(ListedTransaction, Option<i64>)> = Cached(
-            query
-                .order((
-                    payment_transactions::created_at.desc(),
-                    payment_transactions::id.desc(),
-                ))
-                .offset(offset)
-                .limit(limit)
-                .select((
-                    Rendered(ListedTransaction::as_select()),
-                    counts_of!(user_id, status).single_value(),
-                )),
-        )
-        .load(c)
-        .await?;
-        let total = match <[_]>::first(&found) {
-            Some((_, total)) => total.unwrap_or(0),
-            None => counted!(c, user_id, status)?,
-        };
-        Ok((found.into_iter().map(|(row, _)| row).collect(), total))
-    })
-}
-
-/// (transactions, succeeded-and-refunded charges' amount minus refunds), of one user's rows or
-/// (`None`) of every row. The sum is made by the database (cast back from PostgreSQL's `numeric`).
-pub async fn totals(conn: &mut DbConn<'_>, user_id: Option<i64>) -> QueryResult<(i64, i64)> {
-    macro_rules! scoped {
-        () => {{
-            let mut query = payment_transactions::table.into_boxed();
-            if let Some(user_id) = user_id {
-                query = query.filter(payment_transactions::user_id.eq(user_id));
-            }
-            query
-        }};
-    }
-    with_conn!(conn, |c| {
-        let total = counted!(c, user_id, None::<&str>)?;
-        // Two texts (with or without the user): prepared once each, despite the `sql` fragment.
-        let revenue: i64 = Cached(
-            scoped!()
-                .filter(payment_transactions::kind.eq("charge"))
-                .filter(payment_transactions::status.eq_any([
-                    "succeeded",
-                    "partially_refunded",
-                    "refunded",
-                ]))
-                .select(sql::<BigInt>(
-                    "CAST(COALESCE(SUM(amount - amount_refunded), 0) AS BIGINT)",
-                )),
-        )
-        .get_result(c)
-        .await?;
-        Ok((total, revenue))
     })
 }
 

@@ -20,6 +20,9 @@ async fn page_reads_are_prepared_once_and_reused(db: TestDb) {
                 list_transactions(&mut conn, user, status, 20 * round, 20)
                     .await
                     .unwrap();
+                list_transaction_json(&mut conn, user, status, 20 * round, 20)
+                    .await
+                    .unwrap();
                 list_invoices(&mut conn, user, status, 20 * round, 20)
                     .await
                     .unwrap();

@@ -19,6 +19,7 @@ mod counts;
 mod invoices;
 mod plans;
 mod portal;
+mod stored_json;
 
 const ALICE: &str = "alice-token";
 const BOB: &str = "bob-token";

@@ -1,0 +1,2 @@
+DROP TRIGGER payment_transactions_api_json_stale;
+ALTER TABLE payment_transactions DROP COLUMN api_json;

@@ -1,0 +1,25 @@
+-- Each transaction's JSON as a list shows it, written by the module with the row: a page then
+-- copies each row's stored text instead of reading eight columns into strings and escaping them
+-- again on every request. The text is the object of every field of a transaction response but
+-- `id`. NULL means "not written": the reads then write the row from its columns, and the module
+-- writes what is missing when it starts.
+ALTER TABLE payment_transactions ADD COLUMN api_json TEXT;
+
+-- A write that changes what the JSON shows without writing the JSON too (a hand edit, or a
+-- program that does not know the column) leaves it NULL rather than stale. A write of the shown
+-- columns that changes none of them (the module saving a row whose user or refunded amount
+-- changed) keeps it.
+CREATE TRIGGER payment_transactions_api_json_stale
+AFTER UPDATE OF provider_transaction_id, kind, status, amount, currency, description, created_at
+ON payment_transactions
+WHEN NEW.api_json IS OLD.api_json
+    AND (NEW.provider_transaction_id IS NOT OLD.provider_transaction_id
+        OR NEW.kind IS NOT OLD.kind
+        OR NEW.status IS NOT OLD.status
+        OR NEW.amount IS NOT OLD.amount
+        OR NEW.currency IS NOT OLD.currency
+        OR NEW.description IS NOT OLD.description
+        OR NEW.created_at IS NOT OLD.created_at)
+BEGIN
+    UPDATE payment_transactions SET api_json = NULL WHERE id = NEW.id;
+END;
