@@ -67,13 +67,9 @@ impl PaymentServiceImpl {
                 return Ok(rendered);
             };
             after_id = last;
+            // As they are now: another instance may have written them since they were listed.
             rendered += write_tx!(&self.pool, PaymentError, |tx| {
-                let mut done = 0;
-                for id in &ids {
-                    // As it is now: another instance may have written it since it was listed.
-                    done += usize::from(store::render_transaction(tx, *id).await?);
-                }
-                Ok(done)
+                Ok(store::render_transactions(tx, &ids).await?)
             })?;
             if (ids.len() as i64) < BATCH {
                 return Ok(rendered);

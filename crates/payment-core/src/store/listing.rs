@@ -3,7 +3,7 @@
 
 use diesel::dsl::sql;
 use diesel::sql_types::BigInt;
-use diesel::{ExpressionMethods, OptionalExtension, QueryDsl, QueryResult, SelectableHelper};
+use diesel::{ExpressionMethods, QueryDsl, QueryResult, SelectableHelper};
 use kernel::db::{Cached, Rendered};
 use kernel::{DbConn, with_conn};
 
@@ -145,34 +145,51 @@ pub async fn unrendered_transactions(
     })
 }
 
-/// Writes the JSON of the transaction `id` as it is now, if it still has none; whether it did.
-/// The row is locked by an update before it is read (on PostgreSQL a concurrent writer may have
-/// changed it since it was listed; SQLite's write transaction holds the whole file already), so
-/// run it in a write transaction.
-pub async fn render_transaction(conn: &mut DbConn<'_>, id: i64) -> QueryResult<bool> {
-    let claimed: Option<ListedTransaction> = with_conn!(conn, |c| {
+/// Writes the JSON of the transactions of `ids` that still have none, as they are now; how many
+/// it wrote. The rows are locked by an update before they are read (on PostgreSQL a concurrent
+/// writer may have changed them since they were listed; SQLite's write transaction holds the
+/// whole file already), so run it in a write transaction. Three statements on PostgreSQL (one
+/// array per column), one per row more on SQLite, where a statement is a call in process.
+pub async fn render_transactions(conn: &mut DbConn<'_>, ids: &[i64]) -> QueryResult<usize> {
+    let claimed: Vec<ListedTransaction> = with_conn!(conn, |c| {
         diesel::update(
             payment_transactions::table
-                .find(id)
+                .filter(payment_transactions::id.eq_any(ids))
                 .filter(payment_transactions::api_json.is_null()),
         )
         .set(payment_transactions::api_json.eq(None::<String>))
         .returning(ListedTransaction::as_returning())
-        .get_result(c)
+        .load(c)
         .await
-        .optional()
     })?;
-    let Some(row) = claimed else {
-        return Ok(false);
-    };
-    let json = Shown::from(&row).to_json();
-    with_conn!(conn, |c| {
-        diesel::update(payment_transactions::table.find(id))
-            .set(payment_transactions::api_json.eq(&json))
+    let rendered: Vec<(i64, String)> = claimed
+        .iter()
+        .map(|row| (row.id, Shown::from(row).to_json()))
+        .collect();
+    with_conn!(
+        conn,
+        postgres | c | {
+            use diesel::sql_types::{Array, BigInt, Text};
+            diesel::sql_query(
+                "UPDATE payment_transactions AS t SET api_json = v.json \
+                 FROM unnest($1::int8[], $2::text[]) AS v(id, json) WHERE t.id = v.id",
+            )
+            .bind::<Array<BigInt>, _>(rendered.iter().map(|(id, _)| *id).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(rendered.iter().map(|(_, json)| json).collect::<Vec<_>>())
             .execute(c)
             .await
-    })?;
-    Ok(true)
+        },
+        sqlite | c | {
+            for (id, json) in &rendered {
+                diesel::update(payment_transactions::table.find(id))
+                    .set(payment_transactions::api_json.eq(json))
+                    .execute(c)
+                    .await?;
+            }
+            Ok::<_, diesel::result::Error>(rendered.len())
+        }
+    )?;
+    Ok(rendered.len())
 }
 
 /// (transactions, succeeded-and-refunded charges' amount minus refunds), of one user's rows or

@@ -18,7 +18,7 @@ pub use events::{
 };
 pub use invoices::{InvoiceRow, find_invoice_by_provider_id, list_invoices, put_invoice};
 pub use listing::{
-    list_transaction_json, list_transactions, listed_by_ids, render_transaction, totals,
+    list_transaction_json, list_transactions, listed_by_ids, render_transactions, totals,
     unrendered_transactions,
 };
 
