@@ -33,9 +33,8 @@ use kernel::db::Cached;
 use kernel::time::{StoredTime, StoredTimeOpt};
 use kernel::{DbConn, with_conn};
 
-use crate::view::Shown;
-
 use crate::schema::{payment_customers, payment_subscriptions, payment_transactions};
+use crate::view::Shown;
 
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = payment_transactions)]
