@@ -41,6 +41,26 @@ pub fn push_time(out: &mut Vec<u8>, t: &NaiveDateTime) {
     out.push(b'"');
 }
 
+/// True when `stored` is a JSON object with at least one member that can be spliced into a
+/// larger one (see [`open_with_id`]): what a module writes once and keeps beside a row (a post's
+/// or a transaction's fields as the API shows them). Anything else (only a hand edit of the
+/// column could store it) is to be written from the row's columns instead.
+pub fn is_spliceable(stored: &str) -> bool {
+    stored.len() > 2 && stored.starts_with('{') && stored.ends_with('}')
+}
+
+/// Appends `{"id":ID,` and the members of `stored` (a [spliceable](is_spliceable) object),
+/// leaving the object open for more members or its closing `}`.
+pub fn open_with_id(out: &mut Vec<u8>, id: i64, stored: &str) {
+    out.extend_from_slice(b"{\"id\":");
+    push_int(out, id);
+    out.push(b',');
+    let members = stored
+        .get(1..stored.len().saturating_sub(1))
+        .unwrap_or_default();
+    out.extend_from_slice(members.as_bytes());
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -87,5 +107,21 @@ mod tests {
             push_time(&mut out, &t);
             assert_eq!(out, as_serde(&crate::Timestamp(t)), "{text}");
         }
+    }
+
+    #[test]
+    fn a_stored_object_is_spliced_after_its_id() {
+        assert!(is_spliceable(r#"{"title":"x"}"#));
+        for bad in ["", "{}", "{", "}", "[1]", r#""x""#, "null", r#" {"a":1}"#] {
+            assert!(!is_spliceable(bad), "{bad:?}");
+        }
+        let mut out = Vec::new();
+        open_with_id(&mut out, -7, r#"{"a":null,"b":[1,{"c":"}"}]}"#);
+        out.push(b'}');
+        let value: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"id": -7, "a": null, "b": [1, {"c": "}"}]})
+        );
     }
 }

@@ -11,7 +11,8 @@
 
 use actix_web::web::Bytes;
 use chrono::NaiveDateTime;
-use kernel::json::{push_int, push_str, push_time};
+pub use kernel::json::is_spliceable;
+use kernel::json::{open_with_id, push_int, push_str, push_time};
 
 use crate::store::{ListedTransaction, NewTransaction, TransactionRow};
 
@@ -73,15 +74,8 @@ shown_from!(NewTransaction);
 shown_from!(TransactionRow);
 shown_from!(ListedTransaction);
 
-/// True when `stored` can be spliced: a JSON object with at least one member, as
-/// [`Shown::to_json`] writes it. Anything else (only a hand edit could store it) is written from
-/// the row's columns instead.
-pub fn is_spliceable(stored: &str) -> bool {
-    stored.len() > 2 && stored.starts_with('{') && stored.ends_with('}')
-}
-
 /// A page as `TransactionListResponse` serializes, from each row's id and stored JSON (each
-/// [`is_spliceable`]).
+/// [spliceable](is_spliceable), as [`Shown::to_json`] writes it).
 pub fn page_json<'a>(
     rows: impl ExactSizeIterator<Item = (i64, &'a str)>,
     total: i64,
@@ -94,10 +88,8 @@ pub fn page_json<'a>(
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(b"{\"id\":");
-        push_int(&mut out, id);
-        out.push(b',');
-        out.extend_from_slice(stored.as_bytes().get(1..).unwrap_or_default());
+        open_with_id(&mut out, id, stored);
+        out.push(b'}');
     }
     out.extend_from_slice(b"],\"total\":");
     push_int(&mut out, total);

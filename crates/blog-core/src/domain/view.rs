@@ -11,7 +11,7 @@
 
 use chrono::NaiveDateTime;
 use kernel::Timestamp;
-use kernel::json::{push_int, push_str, push_time};
+use kernel::json::{open_with_id, push_int, push_str, push_time};
 use serde::Serialize;
 
 use super::post::PostStatus;
@@ -71,25 +71,16 @@ pub fn push_tag(out: &mut Vec<u8>, id: i64, name: &str, slug: &str, created_at: 
     out.push(b'}');
 }
 
-/// True when `stored` can be spliced: a JSON object with at least one member, as
-/// [`PostFields::to_json`] writes it. Anything else (only a hand edit could store it) is written
-/// from the post's columns instead.
-pub fn is_spliceable(stored: &str) -> bool {
-    stored.len() > 2 && stored.starts_with('{') && stored.ends_with('}')
-}
-
-/// Writes a post response: `{"id":ID,` the members of `fields` (a [spliceable](is_spliceable)
-/// object), then `"tags":[` the tags' JSON `]}`.
+/// Writes a post response: `{"id":ID,` the members of `fields` (a
+/// [spliceable](kernel::json::is_spliceable) object, as [`PostFields::to_json`] writes it), then
+/// `"tags":[` the tags' JSON `]}`.
 pub fn write_post<'t>(
     out: &mut Vec<u8>,
     id: i64,
     fields: &str,
     tags: impl IntoIterator<Item = &'t [u8]>,
 ) {
-    out.extend_from_slice(b"{\"id\":");
-    push_int(out, id);
-    out.push(b',');
-    out.extend_from_slice(&fields.as_bytes()[1..fields.len() - 1]);
+    open_with_id(out, id, fields);
     out.extend_from_slice(b",\"tags\":[");
     for (i, tag) in tags.into_iter().enumerate() {
         if i > 0 {
@@ -119,14 +110,6 @@ pub fn end_list(out: &mut Vec<u8>, total: i64, page: i64, page_size: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_objects_with_members_are_spliced() {
-        assert!(is_spliceable(r#"{"title":"x"}"#));
-        for bad in ["", "{}", "{", "}", "[1]", r#""x""#, "null", r#" {"a":1}"#] {
-            assert!(!is_spliceable(bad), "{bad:?}");
-        }
-    }
 
     #[test]
     fn a_post_and_a_list_are_written_around_the_stored_members() {

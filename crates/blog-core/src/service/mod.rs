@@ -23,6 +23,7 @@ use std::sync::Arc;
 use actix_web::web::Bytes;
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
+use kernel::json::is_spliceable;
 use kernel::pagination::Page;
 use kernel::{DbConn, DbPool, Principal, write_tx};
 use serde::{Deserialize, Serialize};
@@ -314,7 +315,7 @@ impl BlogServiceImpl {
     ) -> Result<(), BlogError> {
         let missing: Vec<i64> = rows
             .iter()
-            .filter(|r| !r.api_json.as_deref().is_some_and(view::is_spliceable))
+            .filter(|r| !r.api_json.as_deref().is_some_and(is_spliceable))
             .map(|r| r.id)
             .collect();
         if !missing.is_empty() {
@@ -334,7 +335,7 @@ impl BlogServiceImpl {
             .collect();
         let mut first = true;
         for (row, ids) in rows.iter().zip(&lists) {
-            let Some(fields) = row.api_json.as_deref().filter(|j| view::is_spliceable(j)) else {
+            let Some(fields) = row.api_json.as_deref().filter(|j| is_spliceable(j)) else {
                 // Deleted between the two statements (PostgreSQL reads no snapshot).
                 continue;
             };
@@ -752,7 +753,7 @@ mod tests {
         #[test]
         fn stored_json_writes_the_typed_response(row in any_row(), tags in any_tags()) {
             let stored = view::PostFields::from(&row).to_json();
-            prop_assert!(view::is_spliceable(&stored));
+            prop_assert!(is_spliceable(&stored));
             let tag_json: Vec<Vec<u8>> = tags
                 .iter()
                 .map(|t| view::tag_json(t.id, &t.name, &t.slug, t.created_at))
