@@ -1,12 +1,11 @@
 //! `GET /invoices`: the caller's Stripe invoices, as the webhook's events told them.
 
 use actix_web::{get, web};
-use kernel::pagination::PageParams;
 use kernel::{ApiError, Timestamp};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{PaymentState, PaymentUser, StatusQuery, caller};
+use super::{PaymentState, PaymentUser, StatusPage, caller};
 use crate::store::InvoiceRow;
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -72,7 +71,7 @@ pub struct InvoiceListResponse {
 #[utoipa::path(
     tag = "payment",
     security(("bearer" = [])),
-    params(PageParams, StatusQuery),
+    params(StatusPage),
     responses(
         (status = 200, body = InvoiceListResponse),
         (status = 401, description = "Not authenticated, Could not validate credentials, or Inactive user"),
@@ -83,11 +82,9 @@ pub struct InvoiceListResponse {
 pub async fn invoices(
     user: PaymentUser,
     state: web::Data<PaymentState>,
-    page: web::Query<PageParams>,
-    query: web::Query<StatusQuery>,
+    query: web::Query<StatusPage>,
 ) -> Result<web::Json<InvoiceListResponse>, ApiError> {
-    let page = page.into_inner().resolve()?;
-    let status = query.into_inner().status.filter(|s| !s.is_empty());
+    let (page, status) = query.into_inner().resolve()?;
     let (rows, total) = state
         .service
         .invoices(caller(&user), status.as_deref(), page)

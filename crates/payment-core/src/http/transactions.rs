@@ -1,12 +1,11 @@
 //! The transactions (charges and refunds) and refunding one.
 
 use actix_web::{HttpResponse, get, post, web};
-use kernel::pagination::PageParams;
 use kernel::{ApiError, Timestamp};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{PaymentState, PaymentUser, StatusQuery, caller};
+use super::{PaymentState, PaymentUser, StatusPage, caller};
 use crate::store::TransactionRow;
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -62,18 +61,16 @@ pub struct RefundBody {
 #[utoipa::path(
     tag = "payment",
     security(("bearer" = [])),
-    params(PageParams, StatusQuery),
+    params(StatusPage),
     responses((status = 200, body = TransactionListResponse), (status = 401))
 )]
 #[get("/transactions")]
 pub async fn transactions(
     user: PaymentUser,
     state: web::Data<PaymentState>,
-    page: web::Query<PageParams>,
-    query: web::Query<StatusQuery>,
+    query: web::Query<StatusPage>,
 ) -> Result<HttpResponse, ApiError> {
-    let page = page.into_inner().resolve()?;
-    let status = query.into_inner().status.filter(|s| !s.is_empty());
+    let (page, status) = query.into_inner().resolve()?;
     let (caller, status) = (caller(&user), status.as_deref());
     let body = match state.service.cached_transactions_json(caller, status, page) {
         Some(body) => body,

@@ -1,8 +1,11 @@
 //! The lists of transactions (as rows, or as their ids and stored JSON, see [`crate::view`]),
 //! their totals from the counts the triggers keep, and the JSON written for rows that lack it.
 
+use diesel::backend::Backend;
 use diesel::dsl::sql;
-use diesel::sql_types::BigInt;
+use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
+use diesel::serialize::ToSql;
+use diesel::sql_types::{BigInt, Nullable, Text};
 use diesel::{ExpressionMethods, QueryDsl, QueryResult, SelectableHelper};
 use kernel::db::{Cached, Rendered};
 use kernel::{DbConn, with_conn};
@@ -39,38 +42,8 @@ macro_rules! counted {
 }
 
 /// One page of transactions of one user (or every one) and status (or every one), newest first,
-/// selecting `$fields` and the number that match: each row carries the total as a scalar
-/// subquery (run once); only a page without rows asks for the total on its own.
-macro_rules! page_of {
-    ($c:expr, $user_id:expr, $status:expr, $offset:expr, $limit:expr, $fields:expr) => {{
-        let mut query = payment_transactions::table.into_boxed();
-        if let Some(user_id) = $user_id {
-            query = query.filter(payment_transactions::user_id.eq(user_id));
-        }
-        if let Some(status) = $status {
-            query = query.filter(payment_transactions::status.eq(status));
-        }
-        let found: Vec<(_, Option<i64>)> = Cached(
-            query
-                .order((
-                    payment_transactions::created_at.desc(),
-                    payment_transactions::id.desc(),
-                ))
-                .offset($offset)
-                .limit($limit)
-                .select(($fields, counts_of!($user_id, $status).single_value())),
-        )
-        .load($c)
-        .await?;
-        let total = match <[_]>::first(&found) {
-            Some((_, total)) => total.unwrap_or(0),
-            None => counted!($c, $user_id, $status)?,
-        };
-        Ok((found.into_iter().map(|(row, _)| row).collect(), total))
-    }};
-}
-
-/// One page of transactions, newest first, and the number that match (see [`page_of!`]).
+/// and the number that match: each row carries the total as a scalar subquery (run once); only a
+/// page without rows asks for the total on its own.
 pub async fn list_transactions(
     conn: &mut DbConn<'_>,
     user_id: Option<i64>,
@@ -79,19 +52,39 @@ pub async fn list_transactions(
     limit: i64,
 ) -> QueryResult<(Vec<ListedTransaction>, i64)> {
     with_conn!(conn, |c| {
-        page_of!(
-            c,
-            user_id,
-            status,
-            offset,
-            limit,
-            Rendered(ListedTransaction::as_select())
+        let mut query = payment_transactions::table.into_boxed();
+        if let Some(user_id) = user_id {
+            query = query.filter(payment_transactions::user_id.eq(user_id));
+        }
+        if let Some(status) = status {
+            query = query.filter(payment_transactions::status.eq(status));
+        }
+        let found: Vec<(ListedTransaction, Option<i64>)> = Cached(
+            query
+                .order((
+                    payment_transactions::created_at.desc(),
+                    payment_transactions::id.desc(),
+                ))
+                .offset(offset)
+                .limit(limit)
+                .select((
+                    Rendered(ListedTransaction::as_select()),
+                    counts_of!(user_id, status).single_value(),
+                )),
         )
+        .load(c)
+        .await?;
+        let total = match <[_]>::first(&found) {
+            Some((_, total)) => total.unwrap_or(0),
+            None => counted!(c, user_id, status)?,
+        };
+        Ok((found.into_iter().map(|(row, _)| row).collect(), total))
     })
 }
 
 /// One page of transactions as their ids and stored JSON (see [`crate::view`]), newest first,
-/// and the number that match (see [`page_of!`]).
+/// and the number that match, as [`list_transactions`] reads them, in a statement written by
+/// hand ([`JsonPage`]).
 pub async fn list_transaction_json(
     conn: &mut DbConn<'_>,
     user_id: Option<i64>,
@@ -99,17 +92,111 @@ pub async fn list_transaction_json(
     offset: i64,
     limit: i64,
 ) -> QueryResult<(Vec<(i64, Option<String>)>, i64)> {
-    with_conn!(conn, |c| {
-        page_of!(
-            c,
-            user_id,
-            status,
-            offset,
-            limit,
-            (payment_transactions::id, payment_transactions::api_json)
-        )
-    })
+    macro_rules! shaped {
+        ($by_user:literal, $by_status:literal) => {
+            JsonPage::<$by_user, $by_status> {
+                user_id: user_id.unwrap_or_default(),
+                status: status.unwrap_or_default(),
+                offset,
+                limit,
+            }
+        };
+    }
+    let found: Vec<(i64, Option<String>, Option<i64>)> = with_conn!(conn, |c| {
+        match (user_id.is_some(), status.is_some()) {
+            (true, true) => shaped!(true, true).load(c).await,
+            (true, false) => shaped!(true, false).load(c).await,
+            (false, true) => shaped!(false, true).load(c).await,
+            (false, false) => shaped!(false, false).load(c).await,
+        }
+    })?;
+    let total = match found.first() {
+        Some((_, _, total)) => total.unwrap_or(0),
+        None => with_conn!(conn, |c| counted!(c, user_id, status))?,
+    };
+    Ok((
+        found.into_iter().map(|(id, json, _)| (id, json)).collect(),
+        total,
+    ))
 }
+
+/// The statement of [`list_transaction_json`]: the ids and stored JSON of one page of
+/// transactions, each row with the number that match (a scalar subquery over the counts the
+/// triggers keep, run once). Its text is one of four, fixed by its type (whether it filters by
+/// user, by status): SQLite finds it among its prepared statements by that type, without writing
+/// the text as it must for a boxed query, and on PostgreSQL the text is a few literals copied.
+#[derive(Debug, Clone, Copy)]
+struct JsonPage<'a, const BY_USER: bool, const BY_STATUS: bool> {
+    user_id: i64,
+    status: &'a str,
+    offset: i64,
+    limit: i64,
+}
+
+/// The type that keys [`JsonPage`]'s prepared statements: one per text.
+struct JsonPageShape<const BY_USER: bool, const BY_STATUS: bool>;
+
+impl<const U: bool, const S: bool> QueryId for JsonPage<'_, U, S> {
+    type QueryId = JsonPageShape<U, S>;
+    const HAS_STATIC_QUERY_ID: bool = true;
+}
+
+impl<const U: bool, const S: bool> Query for JsonPage<'_, U, S> {
+    type SqlType = (BigInt, Nullable<Text>, Nullable<BigInt>);
+}
+
+impl<const U: bool, const S: bool> JsonPage<'_, U, S> {
+    /// ` WHERE user_id = ? AND status = ?`, each when its filter is on, of `table`.
+    fn filter<'b, DB: Backend>(
+        &'b self,
+        table: &str,
+        out: &mut AstPass<'_, 'b, DB>,
+    ) -> QueryResult<()>
+    where
+        i64: ToSql<BigInt, DB>,
+        str: ToSql<Text, DB>,
+    {
+        let mut and = " WHERE ";
+        if U {
+            out.push_sql(and);
+            out.push_sql(table);
+            out.push_sql(".user_id = ");
+            out.push_bind_param::<BigInt, _>(&self.user_id)?;
+            and = " AND ";
+        }
+        if S {
+            out.push_sql(and);
+            out.push_sql(table);
+            out.push_sql(".status = ");
+            out.push_bind_param::<Text, _>(self.status)?;
+        }
+        Ok(())
+    }
+}
+
+impl<const U: bool, const S: bool, DB: Backend> QueryFragment<DB> for JsonPage<'_, U, S>
+where
+    i64: ToSql<BigInt, DB>,
+    str: ToSql<Text, DB>,
+{
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        out.push_sql("SELECT payment_transactions.id, payment_transactions.api_json, (SELECT ");
+        out.push_sql(COUNTED);
+        out.push_sql(" FROM payment_transaction_counts");
+        self.filter("payment_transaction_counts", &mut out)?;
+        out.push_sql(") FROM payment_transactions");
+        self.filter("payment_transactions", &mut out)?;
+        out.push_sql(
+            " ORDER BY payment_transactions.created_at DESC, payment_transactions.id DESC LIMIT ",
+        );
+        out.push_bind_param::<BigInt, _>(&self.limit)?;
+        out.push_sql(" OFFSET ");
+        out.push_bind_param::<BigInt, _>(&self.offset)?;
+        Ok(())
+    }
+}
+
+impl<const U: bool, const S: bool, Conn> diesel::RunQueryDsl<Conn> for JsonPage<'_, U, S> {}
 
 /// The transactions of `ids` that exist, by id, as a list shows them.
 pub async fn listed_by_ids(
@@ -169,7 +256,7 @@ pub async fn render_transactions(conn: &mut DbConn<'_>, ids: &[i64]) -> QueryRes
     with_conn!(
         conn,
         postgres | c | {
-            use diesel::sql_types::{Array, BigInt, Text};
+            use diesel::sql_types::Array;
             diesel::sql_query(
                 "UPDATE payment_transactions AS t SET api_json = v.json \
                  FROM unnest($1::int8[], $2::text[]) AS v(id, json) WHERE t.id = v.id",

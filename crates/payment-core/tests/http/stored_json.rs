@@ -7,6 +7,7 @@ use super::*;
 kernel::backend_tests! {
     every_write_of_the_module_stores_the_json_its_pages_show,
     hand_edits_show_at_once_and_a_restart_writes_what_is_missing,
+    each_filter_lists_exactly_its_rows_newest_first,
 }
 
 /// The number `sql` (a `SELECT COUNT(*) AS n ...`) counts on the test database.
@@ -188,5 +189,86 @@ async fn hand_edits_show_at_once_and_a_restart_writes_what_is_missing(db: TestDb
     for t in last {
         let path = format!("/transactions/{}", t["id"]);
         assert_eq!(*t, c.call("GET", &path, Some(ALICE), None).await.1);
+    }
+}
+
+/// The ids `filter` (an SQL condition, or `TRUE`) selects, as a page orders them.
+async fn ids_where(db: &TestDb, filter: &str) -> Vec<i64> {
+    #[derive(diesel::QueryableByName)]
+    struct Id {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        id: i64,
+    }
+    let sql = format!(
+        "SELECT id FROM payment_transactions WHERE {filter} ORDER BY created_at DESC, id DESC"
+    );
+    let pool = kernel::DbPool::connect(&db.url, 1).await.unwrap();
+    let mut pooled = pool.get().await.unwrap();
+    kernel::with_conn!(&mut pooled.conn(), |c| {
+        diesel::sql_query(sql).load::<Id>(c).await
+    })
+    .unwrap()
+    .into_iter()
+    .map(|row| row.id)
+    .collect()
+}
+
+/// A page's statement is one of four (with or without the user, with or without the status):
+/// each lists exactly the rows its filters select, newest first, across pages, with their total.
+async fn each_filter_lists_exactly_its_rows_newest_first(db: TestDb) {
+    let c = start(&db, |_| {}).await;
+    // Alice's, Bob's and an unassigned customer's payments, some of them failed.
+    for n in 0..9 {
+        let user = ["1", "2", ""][n % 3];
+        let metadata = if user.is_empty() {
+            json!({})
+        } else {
+            json!({"user_id": user})
+        };
+        let paid = json!({"id": format!("pi_{n}"), "amount": 100 + n, "currency": "usd",
+                          "customer": format!("cus_{user}"), "metadata": metadata});
+        let kind = if n % 2 == 0 {
+            "payment_intent.succeeded"
+        } else {
+            "payment_intent.payment_failed"
+        };
+        let delivery = event(&format!("evt_{n}"), kind, n as i64, paid);
+        assert_eq!(send_event(&c, delivery).await.0, 200);
+    }
+    let open = start_with(&db, |_| {}, false).await;
+    let cases = [
+        (&c, Some(ALICE), "", "user_id = 1"),
+        (
+            &c,
+            Some(ALICE),
+            "failed",
+            "user_id = 1 AND status = 'failed'",
+        ),
+        (
+            &c,
+            Some(BOB),
+            "succeeded",
+            "user_id = 2 AND status = 'succeeded'",
+        ),
+        (&open, None, "", "TRUE"),
+        (&open, None, "failed", "status = 'failed'"),
+    ];
+    for (server, token, status, filter) in cases {
+        let expected = ids_where(&db, filter).await;
+        assert!(!expected.is_empty(), "{filter}");
+        let mut listed = Vec::new();
+        for page in 1..=5 {
+            let path = format!("/transactions?status={status}&page={page}&page_size=2");
+            let (code, body) = server.call("GET", &path, token, None).await;
+            assert_eq!(code, 200, "{body}");
+            assert_eq!(body["total"], expected.len(), "{filter}: {body}");
+            for t in body["transactions"].as_array().unwrap() {
+                listed.push(t["id"].as_i64().unwrap());
+                if !status.is_empty() {
+                    assert_eq!(t["status"], status, "{body}");
+                }
+            }
+        }
+        assert_eq!(listed, expected, "{filter}");
     }
 }
