@@ -203,6 +203,51 @@ mod tests {
         assert_eq!(stored(&pool).await, expected);
     }
 
+    /// An event applied alone whose transaction PostgreSQL fails to break a deadlock is applied
+    /// again. Here the deadlock is made on purpose: another transaction holds the payment's row,
+    /// the event claims its id and waits for that row, then the other transaction claims the same
+    /// id. The event waited first, so its deadlock check runs first and fails it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_event_failed_by_a_deadlock_is_applied_again() {
+        use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+        let Some(db) = TestDb::postgres().await else {
+            return; // PostgreSQL only: SQLite has one writer and no deadlocks
+        };
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let pending = json!({"id": "evt_0", "type": "payment_intent.payment_failed", "created": 1,
+            "data": {"object": {"id": "pi_1", "amount": 500, "currency": "usd",
+                                "customer": "cus_1", "metadata": {"user_id": "7"}}}});
+        assert!(apply_one(&pool, &pending).await.unwrap());
+        let mut other = AsyncPgConnection::establish(&db.url).await.unwrap();
+        other
+            .batch_execute(
+                "BEGIN; SELECT id FROM payment_transactions WHERE payment_intent_id = 'pi_1' FOR UPDATE",
+            )
+            .await
+            .unwrap();
+        let applying = tokio::spawn({
+            let pool = pool.clone();
+            async move { apply_one(&pool, &paid("evt_1", "pi_1")).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        // Waits for the event's claim; the deadlock fails the event's transaction, not this one.
+        other
+            .batch_execute(
+                "INSERT INTO payment_events (id, event_type, processed_at) \
+                 VALUES ('evt_1', 'payment_intent.succeeded', now())",
+            )
+            .await
+            .unwrap();
+        other.batch_execute("ROLLBACK").await.unwrap();
+        assert!(applying.await.unwrap().unwrap(), "applied, not a duplicate");
+        let mut pooled = pool.get().await.unwrap();
+        let (rows, _) = crate::store::list_transactions(&mut pooled.conn(), None, None, 0, 10)
+            .await
+            .unwrap();
+        let statuses: Vec<&str> = rows.iter().map(|r| r.status.as_str()).collect();
+        assert_eq!(statuses, ["succeeded"]);
+    }
+
     kernel::backend_tests! {
         a_batch_applies_its_events_in_order,
         a_bad_event_costs_only_itself,
