@@ -206,7 +206,8 @@ mod tests {
     /// An event applied alone whose transaction PostgreSQL fails to break a deadlock is applied
     /// again. Here the deadlock is made on purpose: another transaction holds the payment's row,
     /// the event claims its id and waits for that row, then the other transaction claims the same
-    /// id. The event waited first, so its deadlock check runs first and fails it.
+    /// id. The event waited first, so its deadlock check (after `deadlock_timeout`) runs first and
+    /// fails it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_event_failed_by_a_deadlock_is_applied_again() {
         use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
@@ -229,6 +230,27 @@ mod tests {
             let pool = pool.clone();
             async move { apply_one(&pool, &paid("evt_1", "pi_1")).await }
         });
+        // Until the event waits for the row (its claim made), however slow the machine...
+        #[derive(diesel::QueryableByName)]
+        struct Waiting {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            n: i64,
+        }
+        let waiting = diesel::sql_query(
+            "SELECT COUNT(*) AS n FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        );
+        let mut probe = AsyncPgConnection::establish(&db.url).await.unwrap();
+        for _ in 0..500 {
+            let found: Waiting = diesel_async::RunQueryDsl::get_result(waiting.clone(), &mut probe)
+                .await
+                .unwrap();
+            if found.n > 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        // Then long enough that the event's deadlock check comes well before this one's.
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         // Waits for the event's claim; the deadlock fails the event's transaction, not this one.
         other
