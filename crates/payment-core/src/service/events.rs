@@ -230,7 +230,7 @@ mod tests {
             let pool = pool.clone();
             async move { apply_one(&pool, &paid("evt_1", "pi_1")).await }
         });
-        // Until the event waits for the row (its claim made), however slow the machine...
+        // Wait until the event waits for the row (its claim made), however slow the machine.
         #[derive(diesel::QueryableByName)]
         struct Waiting {
             #[diesel(sql_type = diesel::sql_types::BigInt)]
