@@ -206,20 +206,28 @@ mod tests {
     /// An event applied alone whose transaction PostgreSQL fails to break a deadlock is applied
     /// again. Here the deadlock is made on purpose: another transaction holds the payment's row,
     /// the event claims its id and waits for that row, then the other transaction claims the same
-    /// id. The event waited first, so its deadlock check (after `deadlock_timeout`) runs first and
-    /// fails it.
+    /// id. PostgreSQL checks a waiting session for a deadlock once, `deadlock_timeout` after its
+    /// wait began, and the session that finds one fails: the event's sessions check after 3 s, by
+    /// when the other transaction waits too, and the other transaction's session never does.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_event_failed_by_a_deadlock_is_applied_again() {
         use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
         let Some(db) = TestDb::postgres().await else {
             return; // PostgreSQL only: SQLite has one writer and no deadlocks
         };
+        let mut other = AsyncPgConnection::establish(&db.url).await.unwrap();
+        other
+            .batch_execute(
+                "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = ''3s''', \
+                 current_database()); END $$; SET deadlock_timeout = '1min'",
+            )
+            .await
+            .unwrap();
         let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
         let pending = json!({"id": "evt_0", "type": "payment_intent.payment_failed", "created": 1,
             "data": {"object": {"id": "pi_1", "amount": 500, "currency": "usd",
                                 "customer": "cus_1", "metadata": {"user_id": "7"}}}});
         assert!(apply_one(&pool, &pending).await.unwrap());
-        let mut other = AsyncPgConnection::establish(&db.url).await.unwrap();
         other
             .batch_execute(
                 "BEGIN; SELECT id FROM payment_transactions WHERE payment_intent_id = 'pi_1' FOR UPDATE",
@@ -250,9 +258,7 @@ mod tests {
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        // Then long enough that the event's deadlock check comes well before this one's.
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        // Waits for the event's claim; the deadlock fails the event's transaction, not this one.
+        // Waits for the event's claim: the event's session finds the deadlock and fails.
         other
             .batch_execute(
                 "INSERT INTO payment_events (id, event_type, processed_at) \
