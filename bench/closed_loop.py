@@ -2,13 +2,9 @@
 exchange for a given time, and the figures are exchanges completed per second and the latency of
 one exchange (p50, p99).
 
-Usage: python3 bench/closed_loop.py MODE HOST PORT SECONDS CONNECTIONS [POLL_MS]
+Usage: python3 bench/closed_loop.py MODE HOST PORT SECONDS CONNECTIONS
 
 Modes:
-  task    POST /api/v1/tasks/enqueue (io_simulation_task, latency_scale 0), then
-          GET /api/v1/tasks/result/{task_id}?wait=30, which the server holds until the job
-          ends: asked again (after a pause of POLL_MS, default 0) only if it answers 202, until
-          200 with status "completed". Latency: from sending the enqueue to reading the result.
   stream  POST /ai/chat/stream (a 20-word message) and read the server-sent events to the
           `complete` event. Latency: the whole stream.
   openai  The same stream straight from the provider simulator's OpenAI route
@@ -25,7 +21,6 @@ import time
 
 MODE, HOST, PORT = sys.argv[1], sys.argv[2], int(sys.argv[3])
 SECONDS, CONNECTIONS = float(sys.argv[4]), int(sys.argv[5])
-POLL = float(sys.argv[6]) / 1000 if len(sys.argv) > 6 else 0.0
 MESSAGE = " ".join(f"word{i}" for i in range(20))
 
 
@@ -71,28 +66,6 @@ async def read_response(reader):
     raise Failure(f"HTTP {status} without a length: not a keep-alive answer")
 
 
-async def task_exchange(reader, writer):
-    writer.write(request("POST", "/api/v1/tasks/enqueue",
-                         {"task_name": "io_simulation_task", "kwargs": {"latency_scale": 0}}))
-    status, body = await read_response(reader)
-    if status != 200:
-        raise Failure(f"enqueue: HTTP {status} {body[:200]!r}")
-    task_id = json.loads(body)["task_id"]
-    requests = 1
-    while True:
-        writer.write(request("GET", f"/api/v1/tasks/result/{task_id}?wait=30"))
-        status, body = await read_response(reader)
-        requests += 1
-        if status == 200:
-            if json.loads(body).get("status") != "completed":
-                raise Failure(f"task {task_id}: {body[:200]!r}")
-            return requests
-        if status != 202:
-            raise Failure(f"result: HTTP {status} {body[:200]!r}")
-        if POLL:
-            await asyncio.sleep(POLL)
-
-
 async def stream_exchange(reader, writer):
     writer.write(request("POST", "/ai/chat/stream", {"message": MESSAGE},
                          [("Accept", "text/event-stream")]))
@@ -113,7 +86,7 @@ async def openai_exchange(reader, writer):
     return 1
 
 
-EXCHANGES = {"task": task_exchange, "stream": stream_exchange, "openai": openai_exchange}
+EXCHANGES = {"stream": stream_exchange, "openai": openai_exchange}
 
 
 async def client(exchange, deadline, latencies, counts):

@@ -108,7 +108,7 @@ redis_version=$(redis-cli -u "${BENCH_REDIS_URL:-redis://127.0.0.1:6379}" info s
   echo "pool size (10), each with one and two pgbench threads, the best of the four; its share is the"
   echo "endpoint's rate over pgbench's. The server, the load"
   echo "tool, the database, Redis and the simulator share the cores, so the figures are floors and"
-  echo "compare best within one run. The Python clients (tasks, webhooks, streams) are slower than wrk:"
+  echo "compare best within one run. The Python clients (webhooks, streams) are slower than wrk:"
   echo "their ceilings are partly the client's own limit."
   echo
   echo "Reproduce (the same as \`just bench $pg_arg\`):"

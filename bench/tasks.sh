@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Background tasks through HTTP, enqueue to result: 64 clients each enqueue io_simulation_task
-# (latency_scale 0: the queue's own cost) and ask for its result every 5 ms (BENCH_TASK_POLL_MS)
-# until it is there, on the Redis queue with the worker embedded in keel serve (WORKER_THREADS=8); beside the
-# bare actix-web handler answering the same two requests with the result's body. keel serves only
-# the tasks module (open: no token).
-# Usage: bash bench/tasks.sh [postgres://user@host:5432/postgres]   (needs wrk and python3)
+# Background tasks through HTTP, enqueue to result: wrk at 64 connections (bench/task_loop.lua)
+# enqueues io_simulation_task (latency_scale 0: the queue's own cost) and asks for each task's
+# result with ?wait=30, which keel holds until the job ends: two requests a task. The Redis queue,
+# with the worker embedded in keel serve running as many jobs at a time as there are connections
+# (WORKER_THREADS; with the default 8, at most 8 of the 64 tasks in flight run at once and the
+# rate is the jobs' slots, not the queue's cost); beside the bare actix-web handler
+# answering the same two requests with the result's body. keel serves only the tasks module
+# (open: no token).
+# Usage: bash bench/tasks.sh [postgres://user@host:5432/postgres]   (needs wrk)
 # SQLite always; with a PostgreSQL URL, PostgreSQL too, in a scratch database (the tasks live in
 # Redis either way). Redis: BENCH_REDIS_URL (default redis://127.0.0.1:6379), database
 # BENCH_REDIS_DB (default 9), emptied (FLUSHDB) before and after; without an answering Redis the
@@ -14,7 +17,6 @@ build_release
 port=8188
 redis_url=${BENCH_REDIS_URL:-redis://127.0.0.1:6379}
 redis_db=${BENCH_REDIS_DB:-9}
-poll_ms=${BENCH_TASK_POLL_MS:-5}
 
 redis() { redis-cli -u "$redis_url" -n "$redis_db" "$@"; }
 if command -v redis-cli >/dev/null && [ "$(redis ping 2>/dev/null)" = PONG ]; then
@@ -29,11 +31,34 @@ else
   flush_redis() { :; }
 fi
 
+# Tasks enqueue to result against the server on PORT, by wrk with one thread and with two (as
+# wrk_load): sets rate (tasks/s), p50 and p99 (of one request) and per (requests a task) of the
+# better run.
+task_load() { # PORT
+  local out="$work/tasks.txt" threads best=0 bad errors tasks requests r
+  for threads in $wrk_threads; do
+    wrk -t"$threads" -c"$conns" -d"${duration}s" --timeout 40s --latency -s bench/task_loop.lua \
+      "http://127.0.0.1:$1/" >"$out" 2>&1 || { cat "$out" >&2; die "wrk failed"; }
+    read -r r p50 p99 bad errors < <(wrk_figures "$out")
+    read -r tasks requests < <(awk '/^tasks / {print $2, $4}' "$out")
+    if [ "$bad" != 0 ] || [ "$errors" != 0 ] || [ -z "$tasks" ] || [ "$tasks" = 0 ]; then
+      cat "$out" >&2
+      keel_errors
+      die "the tasks failed: $bad non-2xx answers, $errors socket errors, ${tasks:-no} tasks"
+    fi
+    r=$(awk -v t="$tasks" -v d="$duration" 'BEGIN {printf "%.1f", t / d}')
+    if awk -v a="$r" -v b="$best" 'BEGIN {exit !(a > b)}'; then
+      best=$r figures="$r $p50 $p99 $(awk -v q="$requests" -v t="$tasks" 'BEGIN {printf "%.2f", q / t}')"
+    fi
+  done
+  read -r rate p50 p99 per <<<"$figures"
+}
+
 bench_backend() { # label DATABASE_URL
-  local url=$2 task_id figures count per
+  local url=$2 task_id
   flush_redis
   start_keel $port DATABASE_URL="$url" KEEL_MODULES=tasks TASKS_BACKEND=$queue \
-    REDIS_URL="$redis_url" REDIS_DB="$redis_db" WORKER_EMBEDDED=true WORKER_THREADS=8
+    REDIS_URL="$redis_url" REDIS_DB="$redis_db" WORKER_EMBEDDED=true WORKER_THREADS="$conns"
   # One task by hand, for the body the bare handler will answer with.
   task_id=$(curl -sf -X POST "$keel_base/api/v1/tasks/enqueue" -H 'content-type: application/json' \
     -d '{"task_name": "io_simulation_task", "kwargs": {"latency_scale": 0}}' | python3 bench/json_field.py task_id)
@@ -43,20 +68,20 @@ bench_backend() { # label DATABASE_URL
   done
   grep -q '"completed"' "$work/result.json" || die "the first task did not complete: $(cat "$work/result.json")"
 
-  say "task enqueue -> result, $conns clients"
-  figures=$(python3 bench/closed_loop.py task 127.0.0.1 $port "$duration" "$conns" "$poll_ms") ||
-    die "task enqueue -> result failed"
-  read -r rate p50 p99 count per <<<"$figures"
+  say "task enqueue -> result, $conns connections"
+  task_load $port
+  local keel_figures="$rate $p50 $p99 $per"
   stop "$keel_pid"
   flush_redis
 
+  say "the same against the bare handler"
   start_bare "$work/result.json"
-  figures=$(python3 bench/closed_loop.py task 127.0.0.1 $bare_port "$duration" "$conns" "$poll_ms") ||
-    die "the bare handler's run failed"
-  read -r ceiling _ <<<"$figures"
+  task_load $bare_port
+  local ceiling=$rate
   stop "$bare_pid"
-  row "\`POST /api/v1/tasks/enqueue\` → \`GET /api/v1/tasks/result/{id}?wait=30\`, held until the job ends ($queue_name; $per requests a task)" \
-    "Python asyncio, $conns clients" "$rate" tasks/s "$p50" "$p99" "$ceiling" "bare handler, the result's body"
+  read -r rate p50 p99 per <<<"$keel_figures"
+  row "\`POST /api/v1/tasks/enqueue\` → \`GET /api/v1/tasks/result/{id}?wait=30\`, held until the job ends ($queue_name; $per requests a task; latency of one request)" \
+    "wrk, $conns conn." "$rate" tasks/s "$p50" "$p99" "$ceiling" "bare handler, the result's body"
 }
 
 for_each_backend "${1:-}"
