@@ -159,7 +159,8 @@ PY
 # ---------------------------------------------------------------- load and figures
 
 # wrk against URL with CONNECTIONS connections for the bench duration, extra wrk arguments
-# before the URL. Sets rate, p50 and p99 (ms). Fails on any non-2xx answer or socket error.
+# before the URL. Sets rate, p50 and p99 (ms), and keeps the better run's output in
+# $work/wrk-best.txt (what a script printed). Fails on any non-2xx answer or socket error.
 wrk_load() { # CONNECTIONS [WRK ARGS...] URL
   local c=$1 threads out="$work/wrk.txt" best=0 figures bad errors
   shift
@@ -178,6 +179,7 @@ wrk_load() { # CONNECTIONS [WRK ARGS...] URL
     fi
     if awk -v a="$rate" -v b="$best" 'BEGIN {exit !(a > b)}'; then
       best=$rate figures="$rate $p50 $p99"
+      cp "$out" "$work/wrk-best.txt"
     fi
   done
   read -r rate p50 p99 <<<"$figures"
