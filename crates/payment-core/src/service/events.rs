@@ -249,13 +249,17 @@ mod tests {
              WHERE datname = current_database() AND wait_event_type = 'Lock'",
         );
         let mut probe = AsyncPgConnection::establish(&db.url).await.unwrap();
-        for _ in 0..500 {
+        for attempt in 0.. {
             let found: Waiting = diesel_async::RunQueryDsl::get_result(waiting.clone(), &mut probe)
                 .await
                 .unwrap();
             if found.n > 0 {
                 break;
             }
+            assert!(
+                attempt < 500,
+                "the event never waited for the payment's row"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         // Waits for the event's claim: the event's session finds the deadlock and fails.
