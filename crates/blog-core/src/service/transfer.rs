@@ -328,7 +328,7 @@ impl ImportRun {
         let mut stored: HashMap<String, i64> = bulk::posts_by_slugs(tx, &slugs)
             .await?
             .into_iter()
-            .map(|row| (row.slug, row.id))
+            .map(|(id, slug)| (slug, id))
             .collect();
         self.resolve_tags(tx, items).await?;
         let mut pending: Vec<&IncomingPost> = Vec::new();

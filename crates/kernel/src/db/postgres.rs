@@ -54,6 +54,10 @@ fn part(url: &str, size: usize, timeout: Duration) -> Result<Pool<AsyncPgConnect
 /// statements are lookups by key and index-ordered pages, whose generic plan is the one each
 /// execution would choose; planning them each time cost the payment list a fifth of its rate
 /// (docs/performance.md). A server without the setting (before PostgreSQL 12) keeps its own.
+/// The plan is made with the tables as they are at the statement's first run, and kept until
+/// an `ANALYZE` of one of them: a statement whose best plan changes with a table's size while
+/// one session runs (a lookup of many keys, `= ANY($1)`, into the table an import fills) is
+/// written so that only the index plan fits (blog-core's `store::bulk::posts_by_slugs`).
 pub(super) async fn prefer_generic_plans(conn: &mut AsyncPgConnection) {
     if let Err(e) = conn
         .batch_execute("SET plan_cache_mode = force_generic_plan")
