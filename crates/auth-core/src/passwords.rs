@@ -25,10 +25,8 @@ pub struct Hasher {
 impl Hasher {
     /// A hasher at bcrypt `cost` running at most `concurrency` hashes at once.
     pub async fn new(cost: u32, concurrency: usize) -> Result<Self, AuthError> {
-        let mut random = [0u8; 24];
-        getrandom::fill(&mut random).map_err(|e| AuthError::Internal(e.to_string()))?;
-        let password = hex::encode(random);
-        let dummy_hash = blocking(move || bcrypt::hash(password, cost)).await?;
+        // At the lowest cost: about a millisecond, once.
+        let dummy_hash = dummy_hash(cost)?;
         Ok(Self {
             cost,
             dummy_hash,
@@ -81,6 +79,24 @@ impl Hasher {
     }
 }
 
+/// bcrypt's lowest cost.
+const LOWEST_COST: u32 = 4;
+
+/// A hash of a random password that costs `cost`'s work to check, as a stored hash does, and
+/// that no password matches. bcrypt reads the work from the hash's cost field, so a hash made at
+/// the lowest cost with its field set to `cost` serves: making one at `cost` itself would take a
+/// quarter of a second of every start with the auth module (CLI commands included).
+fn dummy_hash(cost: u32) -> Result<String, AuthError> {
+    let internal = |e: &dyn std::fmt::Display| AuthError::Internal(e.to_string());
+    let mut random = [0u8; 24];
+    getrandom::fill(&mut random).map_err(|e| internal(&e))?;
+    let cheap = bcrypt::hash(hex::encode(random), LOWEST_COST).map_err(|e| internal(&e))?;
+    let salt_and_hash = cheap
+        .strip_prefix(&format!("$2b${LOWEST_COST:02}$"))
+        .ok_or_else(|| internal(&format!("unexpected bcrypt hash: {cheap}")))?;
+    Ok(format!("$2b${cost:02}${salt_and_hash}"))
+}
+
 async fn blocking<T: Send + 'static>(
     op: impl FnOnce() -> bcrypt::BcryptResult<T> + Send + 'static,
 ) -> Result<T, AuthError> {
@@ -113,5 +129,23 @@ mod tests {
         assert_eq!(hasher.verifications() - before, 2);
         // The dummy hash of unknown users never matches either.
         assert_eq!(hasher.verify(&stored, None).await.ok(), Some(false));
+    }
+
+    /// The dummy hash checked for unknown users costs the hasher's work, as a stored hash does:
+    /// bcrypt reads it from the hash, which it accepts as one of its own.
+    #[tokio::test]
+    async fn the_dummy_hash_costs_the_hashers_work() {
+        for cost in [5, 12] {
+            let hasher = Hasher::new(cost, 1)
+                .await
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            let parts: bcrypt::HashParts =
+                hasher.dummy_hash.parse().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(parts.get_cost(), cost);
+            assert_eq!(hasher.dummy_hash.len(), 60);
+        }
+        let hasher = Hasher::new(5, 1).await.unwrap_or_else(|e| panic!("{e:?}"));
+        let checked = bcrypt::verify("any password", &hasher.dummy_hash);
+        assert!(matches!(checked, Ok(false)), "{checked:?}");
     }
 }
