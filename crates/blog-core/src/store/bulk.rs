@@ -6,7 +6,7 @@ use kernel::{DbConn, with_conn};
 
 use super::{NewPostRow, NewTagRow, PostTagRow, TagRow, tag_ids_text};
 use crate::domain::view::PostFields;
-use crate::schema::{blog_posts, blog_tags};
+use crate::schema::blog_tags;
 
 /// Rows per multi-row statement: well under both backends' limits on bound values (PostgreSQL
 /// 65,535; SQLite 32,766) for the widest row (18 columns).
@@ -34,12 +34,11 @@ pub async fn posts_by_slugs(
                     Cached(diesel::sql_query(pg::POSTS_BY_SLUGS).bind::<Array<Text>, _>(part))
                         .load(c)
                         .await?;
-                Ok(found
-                    .into_iter()
-                    .map(|row| (row.id, row.slug))
-                    .collect::<Vec<_>>())
+                let found = found.into_iter().map(|row| (row.id, row.slug));
+                Ok::<_, diesel::result::Error>(found.collect::<Vec<_>>())
             },
             sqlite | c | {
+                use crate::schema::blog_posts;
                 blog_posts::table
                     .filter(blog_posts::slug.eq_any(part))
                     .select((blog_posts::id, blog_posts::slug))
@@ -142,6 +141,7 @@ pub async fn insert_posts(
             Ok(rows.into_iter().map(|row| (row.id, row.slug)).collect())
         },
         sqlite | c | {
+            use crate::schema::blog_posts;
             let mut ids = Vec::with_capacity(new.len());
             for (posts, extra) in new
                 .chunks(ROWS_PER_STATEMENT)
