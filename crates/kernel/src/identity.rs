@@ -152,7 +152,10 @@ impl crate::capability::Capability for dyn Authenticator {
 
 /// The bearer token of a request (`Authorization: Bearer <token>`; the scheme is case-insensitive).
 pub fn bearer_token(req: &HttpRequest) -> Option<&str> {
-    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    // ASCII, as `HeaderValue::to_str` checks it, but a word at a time: `to_str` tests the
+    // token's bytes one by one, on every authenticated request.
+    let bytes = req.headers().get(header::AUTHORIZATION)?.as_bytes();
+    let value = std::str::from_utf8(bytes).ok().filter(|v| v.is_ascii())?;
     let (scheme, token) = value.trim().split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
@@ -360,6 +363,14 @@ mod tests {
         assert_eq!(bearer_token(&req), None);
         let req = TestRequest::default().to_http_request();
         assert_eq!(bearer_token(&req), None);
+        // Bytes past ASCII (a header may carry them) are no token, as `to_str` had it.
+        for value in [&b"Bearer abc\xc3\xa9"[..], b"Bearer \xff"] {
+            let value = header::HeaderValue::from_bytes(value).unwrap_or_else(|e| panic!("{e}"));
+            let req = TestRequest::default()
+                .insert_header((header::AUTHORIZATION, value))
+                .to_http_request();
+            assert_eq!(bearer_token(&req), None);
+        }
     }
 
     struct Stub;
