@@ -25,8 +25,10 @@ pub struct Hasher {
 impl Hasher {
     /// A hasher at bcrypt `cost` running at most `concurrency` hashes at once.
     pub async fn new(cost: u32, concurrency: usize) -> Result<Self, AuthError> {
-        // At the lowest cost: about a millisecond, once.
-        let dummy_hash = dummy_hash(cost)?;
+        let mut random = [0u8; 24];
+        getrandom::fill(&mut random).map_err(|e| AuthError::Internal(e.to_string()))?;
+        let password = hex::encode(random);
+        let dummy_hash = blocking(move || dummy_hash(&password, cost)).await?;
         Ok(Self {
             cost,
             dummy_hash,
@@ -82,18 +84,15 @@ impl Hasher {
 /// bcrypt's lowest cost.
 const LOWEST_COST: u32 = 4;
 
-/// A hash of a random password that costs `cost`'s work to check, as a stored hash does, and
-/// that no password matches. bcrypt reads the work from the hash's cost field, so a hash made at
+/// A hash of `password` that costs `cost`'s work to check, as a stored hash does, and that no
+/// other password matches. bcrypt reads the work from the hash's cost field, so a hash made at
 /// the lowest cost with its field set to `cost` serves: making one at `cost` itself would take a
 /// quarter of a second of every start with the auth module (CLI commands included).
-fn dummy_hash(cost: u32) -> Result<String, AuthError> {
-    let internal = |e: &dyn std::fmt::Display| AuthError::Internal(e.to_string());
-    let mut random = [0u8; 24];
-    getrandom::fill(&mut random).map_err(|e| internal(&e))?;
-    let cheap = bcrypt::hash(hex::encode(random), LOWEST_COST).map_err(|e| internal(&e))?;
+fn dummy_hash(password: &str, cost: u32) -> bcrypt::BcryptResult<String> {
+    let cheap = bcrypt::hash(password, LOWEST_COST)?;
     let salt_and_hash = cheap
         .strip_prefix(&format!("$2b${LOWEST_COST:02}$"))
-        .ok_or_else(|| internal(&format!("unexpected bcrypt hash: {cheap}")))?;
+        .ok_or(bcrypt::BcryptError::InvalidHash("not a $2b$ hash"))?;
     Ok(format!("$2b${cost:02}${salt_and_hash}"))
 }
 
