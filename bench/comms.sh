@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Communications against the provider simulator (as Resend and Twilio) on loopback: email sends
-# (validate, the suppression check, the Resend call, the log row), then the same sends while the
+# (validate, the suppression check, the Resend call, the log row; emails sent at the same time
+# share one batch call, and a note says how many a call carried), then the same sends while the
 # simulator posts two signed delivery events back per email (which keel verifies and applies), then
 # GET /comms/health while 64 email sends each wait 2 s on the provider. The send's ceiling is the
-# simulator's own rate for the very call Keel makes (bench/sim_call.py repeats it with wrk); in
+# simulator's own rate for the very call Keel makes for an email sent alone (bench/sim_call.py
+# repeats it with wrk), one email a call; in
 # both runs the simulator posts no delivery events (started with an empty --resend-webhook-url),
 # so that each measures one call; the events' cost is the note beside it. The health's ceiling is
 # the bare actix-web handler answering the same body to the same requests. keel serves only the
@@ -32,6 +34,10 @@ bench_backend() { # label DATABASE_URL
   say "POST /comms/email/send, $conns connections"
   wrk_load "$conns" -s bench/email.lua "$base/email/send"
   send_rate=$rate send_p50=$p50 send_p99=$p99
+  curl -sf "$sim_base/_sim/journal?provider=resend" -o "$work/sends.json"
+  local emails calls batch_calls
+  read -r emails calls batch_calls < <(python3 bench/resend_calls.py "$work/sends.json")
+  note "the email sends' $(fmt_rate "$emails") emails reached Resend in $(fmt_rate "$calls") calls, $(fmt_rate "$batch_calls") of them batch calls: $(awk -v e="$emails" -v c="$calls" 'BEGIN {printf "%.1f", e / c}') emails a call (the ceiling's call carries one)"
 
   # The same, while the simulator posts each email's delivery events back to keel.
   curl -sf -X POST "$sim_base/_sim/callbacks" -H 'content-type: application/json' \

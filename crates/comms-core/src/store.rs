@@ -32,8 +32,11 @@ pub struct MessageRow {
     pub updated_at: NaiveDateTime,
 }
 
+/// A `None` is written as NULL, never left to the column's default (the nullable columns have
+/// none): the statement then has one text whatever the row, and SQLite prepares it once per
+/// connection instead of for every row.
 #[derive(Debug, Insertable)]
-#[diesel(table_name = comms_messages)]
+#[diesel(table_name = comms_messages, treat_none_as_default_value = false)]
 pub struct NewMessageRow<'a> {
     pub channel: &'a str,
     pub provider: &'a str,

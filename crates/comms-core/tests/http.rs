@@ -167,17 +167,20 @@ impl Ctx {
         answer
     }
 
-    /// The logged message with this provider id (as the admin sees the log).
-    async fn logged(&self, provider_id: &str) -> Value {
+    /// The log's first hundred messages, as the admin sees them.
+    async fn log(&self) -> Vec<Value> {
         let (status, body) = self.get("/messages?page_size=100", Some(ADMIN)).await;
         assert_eq!(status, 200, "{body}");
-        body["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
+        body["messages"].as_array().unwrap().clone()
+    }
+
+    /// The logged message with this provider id (as the admin sees the log).
+    async fn logged(&self, provider_id: &str) -> Value {
+        let log = self.log().await;
+        log.iter()
             .find(|m| m["provider_id"] == provider_id)
             .cloned()
-            .unwrap_or_else(|| panic!("{provider_id} is not in the log: {body}"))
+            .unwrap_or_else(|| panic!("{provider_id} is not in the log: {log:?}"))
     }
 
     /// Posts a Resend event signed with Svix headers (`age` seconds old, `key` as the secret).
@@ -211,6 +214,8 @@ impl Ctx {
     }
 }
 
+#[path = "http/batches.rs"]
+mod batches;
 #[path = "http/cancellation.rs"]
 mod cancellation;
 #[path = "http/mailer.rs"]

@@ -19,6 +19,9 @@ pub struct ProviderError {
     pub message: String,
     /// The provider's error code when its answer carried one (Twilio's `code`, e.g. `21610`).
     pub code: Option<String>,
+    /// The HTTP status of the provider's error answer; `None` when it gave none (no answer, a
+    /// timeout, an answer that could not be read).
+    pub status: Option<u16>,
 }
 
 impl ProviderError {
@@ -26,6 +29,7 @@ impl ProviderError {
         ProviderError {
             message: message.into(),
             code: None,
+            status: None,
         }
     }
 
@@ -55,6 +59,7 @@ impl ProviderError {
             });
         ProviderError {
             code,
+            status: Some(status.as_u16()),
             ..ProviderError::new(message.unwrap_or_else(|| format!("HTTP {status}")))
         }
     }

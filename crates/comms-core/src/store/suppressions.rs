@@ -67,11 +67,23 @@ pub async fn find_any(
         return Ok(Vec::new());
     }
     with_conn!(conn, |c| {
-        comms_suppressions::table
-            .filter(comms_suppressions::address.eq_any(addresses))
-            .select(SuppressionRow::as_select())
-            .load(c)
-            .await
+        let entries = comms_suppressions::table.select(SuppressionRow::as_select());
+        match addresses {
+            // Most sends have one recipient: a statement of one text, prepared once per
+            // connection (a list's text grows with it, so SQLite prepares it on every call).
+            [address] => {
+                entries
+                    .filter(comms_suppressions::address.eq(address))
+                    .load(c)
+                    .await
+            }
+            _ => {
+                entries
+                    .filter(comms_suppressions::address.eq_any(addresses))
+                    .load(c)
+                    .await
+            }
+        }
     })
 }
 
