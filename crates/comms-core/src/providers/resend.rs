@@ -30,7 +30,8 @@ const BATCH_EMAILS: usize = 100;
 /// The most bytes of JSON a batch call carries; an email larger than this goes alone.
 const BATCH_BYTES: usize = 1 << 20;
 
-/// The most calls in flight at a time. Fewer made larger batches but held emails back behind a
+/// The most batches in flight at a time (a batch over [`BATCH_BYTES`] goes as several calls,
+/// made at once). Fewer made larger batches but held emails back behind a
 /// slow provider: with four, 64 sends at a time to a provider taking 2 s a call waited up to
 /// 4 s, as the callers that a call's answer freed sent again one by one, each alone in the next
 /// free call while the others queued behind it.
@@ -106,15 +107,7 @@ impl Client {
         if emails.len() == 1 {
             return vec![self.send_one(emails.remove(0)).await];
         }
-        let mut body = Vec::with_capacity(emails.iter().map(|e| e.len() + 1).sum::<usize>() + 1);
-        body.push(b'[');
-        for (i, email) in emails.iter().enumerate() {
-            if i > 0 {
-                body.push(b',');
-            }
-            body.extend_from_slice(email);
-        }
-        body.push(b']');
+        let body = [&b"["[..], &emails.join(&b','), b"]"].concat();
         let answer: Result<SentBatch, ProviderError> =
             super::call("resend", self.post("/emails/batch", body), self.timeout).await;
         match answer {

@@ -5,6 +5,10 @@
 //! transaction for the batch), and each caller gets its own item's outcome once that batch is
 //! done. Alone, an item is written at once.
 //!
+//! Nothing here is specific to a database: any work whose cost is mostly per call rather than
+//! per item batches the same way (comms hands it the emails sent at the same time, which go in
+//! one provider call).
+//!
 //! Up to `writers` batches run at a time: on PostgreSQL a batch's statements are round trips
 //! made one after another, and a few batches in flight keep both the database and the disk busy;
 //! SQLite writes one transaction at a time, so more than one would only wait for its lock.
