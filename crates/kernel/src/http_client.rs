@@ -6,6 +6,13 @@ use std::time::Duration;
 
 use crate::ConfigError;
 
+/// How long an idle connection is kept for reuse: below the idle limits of the servers and load
+/// balancers in front of providers (60 s on AWS's, 75 s on nginx), so that keel drops a
+/// connection before the server does. A connection the server is closing, picked for a request,
+/// fails that request midway ("connection closed before message completed"), and a POST is not
+/// safe to send again.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(50);
+
 /// How the shared client behaves.
 #[derive(Debug, Clone)]
 pub struct HttpClientSettings {
@@ -41,7 +48,7 @@ impl HttpClientSettings {
             .connect_timeout(self.connect_timeout)
             .read_timeout(self.read_timeout)
             .pool_max_idle_per_host(self.pool_max_idle_per_host)
-            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_idle_timeout(IDLE_TIMEOUT)
             .tcp_nodelay(true)
             .user_agent(&self.user_agent)
             .build()

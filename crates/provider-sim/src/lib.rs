@@ -129,6 +129,9 @@ impl ProviderSim {
                 .default_service(web::to(control::not_routed))
         })
         .workers(2)
+        // As long as nginx keeps an idle connection (actix's own 5 s closed connections that a
+        // client, keeping them longer, was about to reuse: a send then failed mid-request).
+        .keep_alive(Duration::from_secs(75))
         .disable_signals()
         .listen(listener)?
         .run();
