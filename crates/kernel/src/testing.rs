@@ -212,6 +212,15 @@ impl StatementLog {
     pub fn statements_run(&self) -> usize {
         self.counts().run.len()
     }
+
+    /// How many different texts the statements run had.
+    pub fn texts_run(&self) -> usize {
+        let counts = self.counts();
+        let mut texts: Vec<&String> = counts.run.iter().collect();
+        texts.sort();
+        texts.dedup();
+        texts.len()
+    }
 }
 
 impl diesel::connection::Instrumentation for StatementLog {

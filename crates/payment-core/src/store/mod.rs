@@ -37,7 +37,7 @@ use crate::schema::{payment_customers, payment_subscriptions, payment_transactio
 use crate::view::Shown;
 
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
-#[diesel(table_name = payment_transactions)]
+#[diesel(table_name = payment_transactions, treat_none_as_default_value = false)]
 pub struct TransactionRow {
     pub id: i64,
     pub user_id: Option<i64>,
@@ -61,7 +61,7 @@ pub struct TransactionRow {
 /// A transaction as a list shows it: the columns of its JSON, no more (a page's rows are read,
 /// sent and decoded on every uncached request, and the links between rows are not shown).
 #[derive(Debug, Clone, Queryable, Selectable)]
-#[diesel(table_name = payment_transactions)]
+#[diesel(table_name = payment_transactions, treat_none_as_default_value = false)]
 pub struct ListedTransaction {
     pub id: i64,
     pub kind: String,
@@ -74,8 +74,11 @@ pub struct ListedTransaction {
     pub created_at: NaiveDateTime,
 }
 
+/// A `None` is written as NULL, never left to the column's default (the nullable columns have
+/// none): the insert then has one text whatever the row, one prepared statement per connection,
+/// which SQLite finds by the query's type without writing the text out on every call.
 #[derive(Debug, Clone, Insertable)]
-#[diesel(table_name = payment_transactions)]
+#[diesel(table_name = payment_transactions, treat_none_as_default_value = false)]
 pub struct NewTransaction {
     pub user_id: Option<i64>,
     pub provider_customer_id: Option<String>,
