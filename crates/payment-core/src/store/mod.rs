@@ -37,7 +37,7 @@ use crate::schema::{payment_customers, payment_subscriptions, payment_transactio
 use crate::view::Shown;
 
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
-#[diesel(table_name = payment_transactions, treat_none_as_default_value = false)]
+#[diesel(table_name = payment_transactions)]
 pub struct TransactionRow {
     pub id: i64,
     pub user_id: Option<i64>,
@@ -61,7 +61,7 @@ pub struct TransactionRow {
 /// A transaction as a list shows it: the columns of its JSON, no more (a page's rows are read,
 /// sent and decoded on every uncached request, and the links between rows are not shown).
 #[derive(Debug, Clone, Queryable, Selectable)]
-#[diesel(table_name = payment_transactions, treat_none_as_default_value = false)]
+#[diesel(table_name = payment_transactions)]
 pub struct ListedTransaction {
     pub id: i64,
     pub kind: String,
