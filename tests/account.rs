@@ -45,7 +45,7 @@ async fn mail(sim: &SimHandle, to: &str, kind: &str, n: usize) -> provider_sim::
             .outbox()
             .emails
             .into_iter()
-            .filter(|e| e.to == [to] && e.tags == json!([{"name": "kind", "value": kind}]))
+            .filter(|e| e.to == [to] && e.tags[0] == json!({"name": "kind", "value": kind}))
             .collect();
         if found.len() >= n {
             return found[n - 1].clone();

@@ -146,7 +146,7 @@ async fn secrets_never_reach_the_logs() {
         async move {
             let email =
                 sim.outbox().emails.into_iter().find(|e| {
-                    e.to == [email] && e.tags == json!([{"name": "kind", "value": kind}])
+                    e.to == [email] && e.tags[0] == json!({"name": "kind", "value": kind})
                 })?;
             let text = email.text?;
             let at = text.find("token=")? + "token=".len();

@@ -95,7 +95,7 @@ def test_a_stop_reply_signed_by_the_twilio_sdk_suppresses_the_number(
 
 
 def test_a_hard_bounce_signed_by_the_svix_library_suppresses_the_address(
-    base_url, settings, new_user, admin_token
+    base_url, settings, sim_url, new_user, admin_token
 ):
     _, _, token = new_user
     address = f"bounce-{uuid.uuid4().hex[:10]}@example.com"
@@ -104,9 +104,14 @@ def test_a_hard_bounce_signed_by_the_svix_library_suppresses_the_address(
         f"{base_url}/api/v1/comms/email/send", json=email, headers=bearer(token), timeout=30
     )
     assert sent.status_code == 200, sent.text
+    # Resend's events carry the email's tags as one object: keel's reference among them.
+    outbox = requests.get(f"{sim_url}/_sim/outbox", timeout=30).json()
+    [tags] = [e["tags"] for e in outbox["emails"] if e["id"] == sent.json()["id"]]
+    reference = {t["name"]: t["value"] for t in tags}["keel_message"]
     payload = (
         '{"type":"email.bounced","created_at":"2026-11-26T10:00:00.000Z","data":{'
         f'"email_id":"{sent.json()["id"]}","to":["{address.upper()}"],"subject":"Hello",'
+        f'"tags":{{"keel_message":"{reference}"}},'
         '"bounce":{"message":"Mailbox does not exist","type":"Permanent","subType":"General"}}}'
     )
     webhook = Webhook(settings["RESEND_WEBHOOK_SECRET"])

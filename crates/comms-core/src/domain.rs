@@ -139,6 +139,18 @@ pub fn check_twiml_url(url: &str) -> Result<(), String> {
     }
 }
 
+/// The Resend tag that carries an email's reference (see [`new_reference`]): Resend sends an
+/// email's tags back in each of its events, which find their message by it. Reserved: a send's
+/// own tags may not use the name.
+pub const REFERENCE_TAG: &str = "keel_message";
+
+/// A new email's reference, keel's own name for it in the message log: a UUIDv7, whose text
+/// sorts by the time it was made, so that the log's index of references grows at one end (a
+/// random key would write a page of that index of its own for every send).
+pub fn new_reference() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
 /// Checks a tag's name or value: ASCII letters, digits, `_` and `-`, 1 to 256 characters.
 pub fn check_tag_part(what: &str, value: &str) -> Result<(), String> {
     let ok = !value.is_empty()

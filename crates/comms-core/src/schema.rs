@@ -12,6 +12,7 @@ diesel::table! {
         user_id -> Nullable<BigInt>,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        reference -> Nullable<Text>,
     }
 }
 

@@ -49,6 +49,8 @@ pub struct NewMessageRow<'a> {
     pub user_id: Option<i64>,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+    /// keel's own name for the message, which the provider's events carry back (emails only).
+    pub reference: Option<&'a str>,
 }
 
 /// Which messages a list shows.
@@ -88,7 +90,8 @@ pub async fn insert_all(conn: &mut DbConn<'_>, new: &[NewMessageRow<'_>]) -> Que
                     .bind::<Array<Nullable<Text>>, _>(column(new, |r| r.error))
                     .bind::<Array<Nullable<BigInt>>, _>(column(new, |r| r.user_id))
                     .bind::<Array<Timestamp>, _>(column(new, |r| r.created_at))
-                    .bind::<Array<Timestamp>, _>(column(new, |r| r.updated_at)),
+                    .bind::<Array<Timestamp>, _>(column(new, |r| r.updated_at))
+                    .bind::<Array<Nullable<Text>>, _>(column(new, |r| r.reference)),
             )
             .execute(c)
             .await
@@ -109,13 +112,14 @@ pub async fn insert_all(conn: &mut DbConn<'_>, new: &[NewMessageRow<'_>]) -> Que
 /// The rows of [`insert_all`] on PostgreSQL, one array per column, given ids in their order.
 #[allow(dead_code)] // read only in the PostgreSQL arm, which an SQLite-only kernel leaves out
 const INSERT_ALL: &str = "INSERT INTO comms_messages (channel, provider, recipients, subject, \
-    preview, provider_id, status, error, user_id, created_at, updated_at) \
+    preview, provider_id, status, error, user_id, created_at, updated_at, reference) \
     SELECT channel, provider, recipients, subject, preview, provider_id, status, error, user_id, \
-    created_at, updated_at \
+    created_at, updated_at, reference \
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
-    $7::text[], $8::text[], $9::int8[], $10::timestamp[], $11::timestamp[]) WITH ORDINALITY \
+    $7::text[], $8::text[], $9::int8[], $10::timestamp[], $11::timestamp[], $12::text[]) \
+    WITH ORDINALITY \
     AS m (channel, provider, recipients, subject, preview, provider_id, status, error, user_id, \
-    created_at, updated_at, n) \
+    created_at, updated_at, reference, n) \
     ORDER BY n";
 
 pub async fn find(conn: &mut DbConn<'_>, id: i64) -> QueryResult<Option<MessageRow>> {
@@ -165,42 +169,74 @@ pub async fn list(
     })
 }
 
-/// Moves the message a provider knows as `provider_id` to `status`, only from a status in `below`
-/// (so never backwards, and a replay changes nothing); `error` is kept when `None`. The number of
-/// rows changed (0 or 1).
+/// How a provider's event names its message.
+#[derive(Debug, Clone, Copy)]
+pub enum MessageKey<'a> {
+    /// By keel's reference (an email's `keel_message` tag), with the provider's id the event
+    /// names, which must be the row's too.
+    Reference {
+        reference: &'a str,
+        provider_id: &'a str,
+    },
+    /// By the provider's id, among the rows without a reference (SMS, calls, and the emails
+    /// logged before references): the rows its unique index holds.
+    Provider { provider: &'a str, id: &'a str },
+}
+
+/// Moves the message `key` names to `status`, only from a status in `below` (so never
+/// backwards, and a replay changes nothing); `error` is kept when `None`. The number of rows
+/// changed (0 or 1).
 pub async fn advance(
     conn: &mut DbConn<'_>,
-    provider: &str,
-    provider_id: &str,
+    key: MessageKey<'_>,
     status: &str,
     below: &[&str],
     error: Option<&str>,
     now: NaiveDateTime,
 ) -> QueryResult<usize> {
-    with_conn!(conn, |c| {
-        let target = comms_messages::table
-            .filter(comms_messages::provider.eq(provider))
-            .filter(comms_messages::provider_id.eq(provider_id))
-            .filter(comms_messages::status.eq_any(below));
-        match error {
-            Some(error) => {
-                Cached(diesel::update(target).set((
-                    comms_messages::status.eq(status),
-                    comms_messages::error.eq(error),
-                    comms_messages::updated_at.eq(now),
-                )))
-                .execute(c)
-                .await
+    use comms_messages::dsl as m;
+    // One statement per key and per whether the error changes.
+    macro_rules! set_status {
+        ($c:ident, $target:expr) => {
+            match error {
+                Some(error) => {
+                    Cached(diesel::update($target).set((
+                        m::status.eq(status),
+                        m::error.eq(error),
+                        m::updated_at.eq(now),
+                    )))
+                    .execute($c)
+                    .await
+                }
+                None => {
+                    Cached(
+                        diesel::update($target).set((m::status.eq(status), m::updated_at.eq(now))),
+                    )
+                    .execute($c)
+                    .await
+                }
             }
-            None => {
-                Cached(diesel::update(target).set((
-                    comms_messages::status.eq(status),
-                    comms_messages::updated_at.eq(now),
-                )))
-                .execute(c)
-                .await
-            }
-        }
+        };
+    }
+    with_conn!(conn, |c| match key {
+        MessageKey::Reference {
+            reference,
+            provider_id,
+        } => set_status!(
+            c,
+            m::comms_messages
+                .filter(m::reference.eq(reference))
+                .filter(m::provider_id.eq(provider_id))
+                .filter(m::status.eq_any(below))
+        ),
+        MessageKey::Provider { provider, id } => set_status!(
+            c,
+            m::comms_messages
+                .filter(m::provider.eq(provider))
+                .filter(m::provider_id.eq(id))
+                .filter(m::reference.is_null())
+                .filter(m::status.eq_any(below))
+        ),
     })
 }
 
@@ -231,6 +267,7 @@ mod tests {
             user_id: None,
             created_at: now,
             updated_at: now,
+            reference: None,
         }
     }
 
@@ -312,5 +349,103 @@ mod tests {
         assert_eq!(m3.created_at, full_at);
     }
 
-    kernel::backend_tests! { a_sends_statements_are_prepared_once }
+    /// A row with a reference is found by it (and its provider id), one without by its provider
+    /// id; each lookup through its own index, and only rows without a reference must have
+    /// provider ids of their own.
+    async fn events_find_their_row_by_reference_or_provider_id(db: TestDb) {
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let mut pooled = pool.get().await.unwrap();
+        let mut conn = pooled.conn();
+        let referenced = |id, reference| NewMessageRow {
+            reference: Some(reference),
+            ..row(id)
+        };
+        insert_all(&mut conn, &[row("p1"), referenced("p2", "r2")])
+            .await
+            .unwrap();
+        let reference = |reference, provider_id| MessageKey::Reference {
+            reference,
+            provider_id,
+        };
+        let provider = |id| MessageKey::Provider {
+            provider: "resend",
+            id,
+        };
+        let now = kernel::time::now();
+        for (key, changed) in [
+            (provider("p2"), 0),
+            (reference("r2", "p1"), 0),
+            (reference("r1", "p1"), 0),
+            (reference("r2", "p2"), 1),
+            (provider("p1"), 1),
+        ] {
+            let n = advance(&mut conn, key, "delivered", &["sent"], None, now)
+                .await
+                .unwrap();
+            assert_eq!(n, changed, "{key:?}");
+        }
+        // A provider answering an id twice: a second row with a reference is kept, one without
+        // is refused; a reference is never used twice.
+        insert_all(&mut conn, &[referenced("p2", "r3")])
+            .await
+            .unwrap();
+        assert!(insert_all(&mut conn, &[row("p1")]).await.is_err());
+        assert!(
+            insert_all(&mut conn, &[referenced("p4", "r3")])
+                .await
+                .is_err()
+        );
+
+        #[derive(diesel::QueryableByName)]
+        struct PgLine {
+            #[diesel(sql_type = diesel::sql_types::Text, column_name = "QUERY PLAN")]
+            text: String,
+        }
+        #[derive(diesel::QueryableByName)]
+        struct SqliteLine {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            detail: String,
+        }
+        let by_reference = "UPDATE comms_messages SET status = 'delivered' \
+            WHERE reference = $1 AND provider_id = $2 AND status IN ('sent')";
+        let by_provider_id = "UPDATE comms_messages SET status = 'delivered' \
+            WHERE provider = $1 AND provider_id = $2 AND reference IS NULL AND status IN ('sent')";
+        for (sql, index) in [
+            (by_reference, "comms_messages_reference_idx"),
+            (by_provider_id, "comms_messages_provider_id_idx"),
+        ] {
+            let plan: Vec<String> = with_conn!(
+                &mut conn,
+                postgres | c | {
+                    use diesel_async::SimpleAsyncConnection;
+                    // As the sessions plan (once, generic), and with an index wherever one
+                    // can serve (the table is too small for the planner to prefer it).
+                    c.batch_execute(&format!(
+                        "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; \
+                         DEALLOCATE ALL; PREPARE advance (text, text) AS {sql}"
+                    ))
+                    .await
+                    .unwrap();
+                    diesel::sql_query("EXPLAIN EXECUTE advance ('a', 'b')")
+                        .load::<PgLine>(c)
+                        .await
+                        .map(|lines| lines.into_iter().map(|l| l.text).collect())
+                },
+                sqlite | c | {
+                    let sql = sql.replace("$1", "'a'").replace("$2", "'b'");
+                    diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
+                        .load::<SqliteLine>(c)
+                        .await
+                        .map(|lines| lines.into_iter().map(|l| l.detail).collect())
+                }
+            )
+            .unwrap();
+            assert!(plan.join("\n").contains(index), "{sql}: {plan:?}");
+        }
+    }
+
+    kernel::backend_tests! {
+        a_sends_statements_are_prepared_once,
+        events_find_their_row_by_reference_or_provider_id,
+    }
 }

@@ -183,12 +183,31 @@ impl Ctx {
             .unwrap_or_else(|| panic!("{provider_id} is not in the log: {log:?}"))
     }
 
-    /// Posts a Resend event signed with Svix headers (`age` seconds old, `key` as the secret).
+    /// Posts a Resend event signed with Svix headers (`age` seconds old, `key` as the secret),
+    /// carrying the email's tags as Resend's events do (one object).
     async fn resend_event(&self, kind: &str, email_id: &str, age: i64, key: &[u8]) -> (u16, Value) {
+        let tags: serde_json::Map<String, Value> = (self.sim.outbox().emails.iter())
+            .filter(|e| e.id == email_id)
+            .flat_map(|e| e.tags.as_array().cloned().unwrap_or_default())
+            .map(|t| (t["name"].as_str().unwrap().to_owned(), t["value"].clone()))
+            .collect();
+        self.resend_event_with(kind, email_id, Value::Object(tags), age, key)
+            .await
+    }
+
+    /// [`Self::resend_event`] with these tags.
+    async fn resend_event_with(
+        &self,
+        kind: &str,
+        email_id: &str,
+        tags: Value,
+        age: i64,
+        key: &[u8],
+    ) -> (u16, Value) {
         let body = json!({
             "type": kind,
             "created_at": "2026-11-23T10:00:00.000Z",
-            "data": {"email_id": email_id, "to": ["a@example.com"], "subject": "Hi",
+            "data": {"email_id": email_id, "to": ["a@example.com"], "subject": "Hi", "tags": tags,
                      "bounce": {"message": "Mailbox does not exist", "type": "Permanent"}},
         })
         .to_string();
@@ -222,6 +241,8 @@ mod cancellation;
 mod mailer;
 #[path = "http/mounts.rs"]
 mod mounts;
+#[path = "http/references.rs"]
+mod references;
 #[path = "http/suppressions.rs"]
 mod suppressions;
 #[path = "http/twilio_signatures.rs"]
@@ -275,6 +296,12 @@ async fn every_validation_rule_answers_400_with_its_text(db: TestDb) {
             "/email/send",
             json!({"to": ["a@example.com"], "subject": "s"}),
             "Either text or html content is required",
+        ),
+        (
+            "/email/send",
+            json!({"to": ["a@example.com"], "subject": "s", "text": "t",
+                   "tags": [{"name": "keel_message", "value": "x"}]}),
+            "Reserved tag name: keel_message (keel names each email with it; choose another name)",
         ),
         (
             "/email/send",
@@ -436,10 +463,12 @@ async fn an_email_is_sent_as_resend_expects_and_logged(db: TestDb) {
     assert_eq!(payload["to"], json!(["a@example.com", "b@example.com"]));
     assert_eq!(payload["cc"], json!(["c@example.com"]));
     assert_eq!(payload["reply_to"], json!(["support@example.com"]));
-    assert_eq!(
-        payload["tags"],
-        json!([{"name": "kind", "value": "welcome"}])
-    );
+    // The send's own tags, then keel's reference (a UUIDv7) for Resend's events to carry back.
+    let tags = payload["tags"].as_array().unwrap();
+    assert_eq!(tags[0], json!({"name": "kind", "value": "welcome"}));
+    assert_eq!((tags.len(), &tags[1]["name"]), (2, &json!("keel_message")));
+    let reference = uuid::Uuid::parse_str(tags[1]["value"].as_str().unwrap()).unwrap();
+    assert_eq!(reference.get_version_num(), 7);
     assert_eq!(payload["text"], "Hello there");
     assert!(payload.get("bcc").is_none());
     let logged = c.logged(id).await;

@@ -401,8 +401,15 @@ fn event(email: &Email, kind: &str, bounce_type: Option<&str>) -> Value {
         "to": email.to,
         "subject": email.subject,
     });
-    if email.tags.as_array().is_some_and(|t| !t.is_empty()) {
-        data["tags"] = email.tags.clone();
+    // Sent as a list of {name, value}; Resend's events carry them as one object of names.
+    if let Some(tags) = email.tags.as_array().filter(|t| !t.is_empty()) {
+        let named = tags
+            .iter()
+            .filter_map(|t| Some((t["name"].as_str()?, t["value"].clone())));
+        data["tags"] = named
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
     }
     if kind == "email.bounced" {
         let kind = bounce_type.unwrap_or("Permanent");

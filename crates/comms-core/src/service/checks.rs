@@ -74,6 +74,11 @@ pub(super) fn check_email(request: &EmailRequest) -> Result<(), CommsError> {
     }
     for (name, value) in &request.tags {
         domain::check_tag_part("name", name).map_err(CommsError::Invalid)?;
+        if name == domain::REFERENCE_TAG {
+            return Err(CommsError::Invalid(format!(
+                "Reserved tag name: {name} (keel names each email with it; choose another name)"
+            )));
+        }
         domain::check_tag_part("value", value).map_err(CommsError::Invalid)?;
     }
     Ok(())

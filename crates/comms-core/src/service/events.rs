@@ -6,9 +6,10 @@
 use chrono::Utc;
 
 use super::{CommsServiceImpl, EventOutcome, EventReport, InboundReport};
-use crate::domain::Channel;
 use crate::domain::suppression::{self, Keyword, Reason};
+use crate::domain::{self, Channel};
 use crate::error::CommsError;
+use crate::store::MessageKey;
 use crate::webhooks::{
     self, SvixRefusal, TwilioBody, TwilioCallback, TwilioKeys, TwilioPayload, TwilioRefusal,
     TwilioRequest,
@@ -99,7 +100,14 @@ impl CommsServiceImpl {
         }
         if let (Some(sid), Some(status)) = (sid, status) {
             report.outcome = self
-                .advance("twilio", sid, status, error.as_deref())
+                .advance(
+                    MessageKey::Provider {
+                        provider: "twilio",
+                        id: sid,
+                    },
+                    status,
+                    error.as_deref(),
+                )
                 .await?;
         }
         Ok(report)
@@ -196,9 +204,17 @@ impl CommsServiceImpl {
                 .await?;
         }
         if let Some(email_id) = &event.data.email_id {
-            report.outcome = self
-                .advance("resend", email_id, status, bounce.message.as_deref())
-                .await?;
+            let key = match event.data.reference() {
+                Some(reference) => MessageKey::Reference {
+                    reference,
+                    provider_id: email_id,
+                },
+                None => MessageKey::Provider {
+                    provider: "resend",
+                    id: email_id,
+                },
+            };
+            report.outcome = self.advance(key, status, bounce.message.as_deref()).await?;
         }
         Ok(report)
     }
@@ -273,6 +289,25 @@ struct ResendEventData {
     #[serde(default)]
     to: serde_json::Value,
     bounce: Option<ResendBounce>,
+    /// The email's tags: an object of names and values in Resend's events (a list of
+    /// `{name, value}` as in its send requests is read too; anything else names none).
+    #[serde(default)]
+    tags: serde_json::Value,
+}
+
+impl ResendEventData {
+    /// The reference keel gave the email (its `keel_message` tag), if the event carries one.
+    fn reference(&self) -> Option<&str> {
+        let tag = domain::REFERENCE_TAG;
+        match &self.tags {
+            serde_json::Value::Object(tags) => tags.get(tag).and_then(|v| v.as_str()),
+            serde_json::Value::Array(tags) => tags
+                .iter()
+                .find(|t| t["name"] == tag)
+                .and_then(|t| t["value"].as_str()),
+            _ => None,
+        }
+    }
 }
 
 #[derive(serde::Deserialize, Default)]

@@ -4,7 +4,7 @@
 use crate::domain::{self, Channel};
 use crate::error::CommsError;
 use crate::providers::ProviderError;
-use crate::store::{self, MessageRow};
+use crate::store::{self, MessageKey, MessageRow};
 
 use super::log_writer::LogRow;
 use super::{CommsServiceImpl, EventOutcome, Message, now};
@@ -32,6 +32,7 @@ impl CommsServiceImpl {
             error: error.map(str::to_owned),
             user_id: entry.sender,
             at: now(),
+            reference: entry.reference.map(str::to_owned),
         };
         if let Err(e) = self.log.write(row).await {
             tracing::error!(channel = entry.channel.as_str(), provider_id, error = %e,
@@ -39,11 +40,10 @@ impl CommsServiceImpl {
         }
     }
 
-    /// Applies a delivery status to the logged message the provider knows as `provider_id`.
+    /// Applies a delivery status to the logged message `key` names.
     pub(super) async fn advance(
         &self,
-        provider: &str,
-        provider_id: &str,
+        key: MessageKey<'_>,
         status: &str,
         error: Option<&str>,
     ) -> Result<EventOutcome, CommsError> {
@@ -52,16 +52,7 @@ impl CommsServiceImpl {
             return Ok(EventOutcome::Ignored);
         }
         let mut pooled = self.pool.get().await?;
-        let changed = store::advance(
-            &mut pooled.conn(),
-            provider,
-            provider_id,
-            status,
-            &below,
-            error,
-            now(),
-        )
-        .await?;
+        let changed = store::advance(&mut pooled.conn(), key, status, &below, error, now()).await?;
         Ok(if changed > 0 {
             EventOutcome::Applied
         } else {
@@ -76,6 +67,9 @@ pub(super) struct LogEntry<'a> {
     pub(super) recipients: &'a [String],
     pub(super) subject: Option<&'a str>,
     pub(super) preview: Option<String>,
+    /// keel's own name for the message, sent to the provider for its events to carry back
+    /// (emails: the `keel_message` tag).
+    pub(super) reference: Option<&'a str>,
 }
 
 impl From<MessageRow> for Message {

@@ -35,6 +35,7 @@ pub(super) struct LogRow {
     pub(super) error: Option<String>,
     pub(super) user_id: Option<i64>,
     pub(super) at: NaiveDateTime,
+    pub(super) reference: Option<String>,
 }
 
 impl LogRow {
@@ -51,6 +52,7 @@ impl LogRow {
             user_id: self.user_id,
             created_at: self.at,
             updated_at: self.at,
+            reference: self.reference.as_deref(),
         }
     }
 }
@@ -128,6 +130,7 @@ mod tests {
             error: None,
             user_id: Some(7),
             at: kernel::time::now(),
+            reference: None,
         }
     }
 

@@ -275,6 +275,7 @@ impl CommsService for CommsServiceImpl {
             .or_else(|| self.config.resend_from_email.clone())
             .unwrap_or_default();
         let to = trimmed(request.to);
+        let reference = domain::new_reference();
         let email = OutgoingEmail {
             from,
             to: to.clone(),
@@ -288,6 +289,10 @@ impl CommsService for CommsServiceImpl {
                 .tags
                 .into_iter()
                 .map(|(name, value)| EmailTag { name, value })
+                .chain([EmailTag {
+                    name: domain::REFERENCE_TAG.to_owned(),
+                    value: reference.clone(),
+                }])
                 .collect(),
         };
         let result = self.email.send(&email).await;
@@ -302,6 +307,7 @@ impl CommsService for CommsServiceImpl {
                 .or(email.html.as_deref())
                 .filter(|_| !private_body)
                 .map(domain::preview),
+            reference: Some(&reference),
         };
         self.record(entry, result.as_ref().map(|id| (id.as_str(), "sent")))
             .await;
@@ -348,6 +354,7 @@ impl CommsService for CommsServiceImpl {
             recipients: &recipients,
             subject: None,
             preview: Some(domain::preview(&sms.body)),
+            reference: None,
         };
         self.record(
             entry,
@@ -431,6 +438,7 @@ impl CommsService for CommsServiceImpl {
             recipients: &recipients,
             subject: None,
             preview: Some(domain::preview(&call.twiml_url)),
+            reference: None,
         };
         self.record(
             entry,

@@ -118,12 +118,16 @@ async fn emails_sent_at_once_share_a_batch_call_and_keep_their_own_ids(db: TestD
     let batch = c.resend_calls().pop().unwrap();
     let emails: Vec<Value> = serde_json::from_str(&batch.body).unwrap();
     assert_eq!(emails.len(), EMAILS);
+    let mut references = std::collections::HashSet::new();
     for email in &emails {
         let to = email["to"][0].as_str().unwrap();
+        let reference = email["tags"][0]["value"].as_str().unwrap();
+        assert!(references.insert(reference.to_owned()), "{reference} twice");
         assert_eq!(
             *email,
             json!({"from": "Keel <noreply@example.com>", "to": [to], "subject": "Hi",
-                   "text": format!("Hello {to}")})
+                   "text": format!("Hello {to}"),
+                   "tags": [{"name": "keel_message", "value": reference}]})
         );
     }
     // Each send answers the id Resend gave its own email, and the log keeps it.

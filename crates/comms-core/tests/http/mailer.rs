@@ -54,9 +54,10 @@ async fn the_mailer_sends_through_resend_into_the_log_without_a_preview(db: Test
     assert!(sent.text.as_deref().unwrap().contains("token=secret-token"));
     assert!(sent.html.is_some());
     assert_eq!(
-        sent.tags,
-        json!([{"name": "kind", "value": "password_reset"}])
+        sent.tags[0],
+        json!({"name": "kind", "value": "password_reset"})
     );
+    assert_eq!(sent.tags[1]["name"], "keel_message");
 
     let page = PageParams::default().resolve().unwrap();
     let (messages, total) = module
