@@ -60,6 +60,8 @@ pub struct EmailSendRequest {
     pub bcc: Option<Addresses>,
     /// One address or a list.
     pub reply_to: Option<Addresses>,
+    /// Resend tags. keel adds its own, `keel_message` (the email's reference, which Resend's
+    /// events carry back): that name is reserved.
     pub tags: Option<Vec<EmailTagBody>>,
 }
 

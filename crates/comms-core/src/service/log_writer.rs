@@ -6,8 +6,8 @@
 //! were no faster than one (the batches only got smaller), so one batch is written at a time on
 //! both backends.
 //!
-//! A batch is written whole or not at all. When it fails (one bad row fails all: a provider that
-//! answered an id twice breaks the unique index), each of its rows is written again alone, so
+//! A batch is written whole or not at all. When it fails (one bad row fails all: Twilio answering a
+//! SID twice breaks the unique index of provider ids), each of its rows is written again alone, so
 //! that a bad row costs only itself.
 
 use chrono::NaiveDateTime;
