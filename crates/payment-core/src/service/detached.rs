@@ -1,8 +1,11 @@
 //! The service as the module hands it out (to its handlers, its CLI and its cleanup task):
 //! every call a unit of work ([`Detached`]), so that a request dropped mid-call (the client went
 //! away) cannot leave a Stripe call made but its row not written, or a webhook's event applied
-//! but not recorded. Each method copies its borrowed arguments and forwards to the wrapped
+//! but not recorded. The one exception is a shallow page of transactions, a read of bounded cost
+//! that runs on the caller's task ([`Detached::read`]). Each method copies its borrowed arguments and forwards to the wrapped
 //! service; a method added to [`PaymentService`] without a line here does not compile.
+
+use std::sync::Arc;
 
 use actix_web::web::Bytes;
 use kernel::pagination::Page;
@@ -15,6 +18,16 @@ use super::{
 use crate::config::PaymentConfig;
 use crate::error::PaymentError;
 use crate::store::{DisputeRow, InvoiceRow, SubscriptionRow, TransactionRow};
+
+/// The rows a page of transactions may end at and still be read on the caller's task
+/// ([`Detached::read`]): its statement walks the index from the newest row to the page's last,
+/// a thousand entries at most. A deeper page runs as a unit of work, off the HTTP worker.
+const READ_INLINE_ROWS: i64 = 1_000;
+
+/// Whether `page` ends within [`READ_INLINE_ROWS`].
+fn shallow(page: Page) -> bool {
+    page.offset().saturating_add(page.limit()) <= READ_INLINE_ROWS
+}
 
 #[async_trait::async_trait]
 impl PaymentService for Detached<dyn PaymentService> {
@@ -69,8 +82,13 @@ impl PaymentService for Detached<dyn PaymentService> {
         page: Page,
     ) -> Result<TransactionPage, PaymentError> {
         let status = status.map(str::to_owned);
-        self.run(move |s| async move { s.transactions(caller, status.as_deref(), page).await })
-            .await
+        let work = move |s: Arc<dyn PaymentService>| async move {
+            s.transactions(caller, status.as_deref(), page).await
+        };
+        match shallow(page) {
+            true => self.read(work).await,
+            false => self.run(work).await,
+        }
     }
 
     async fn transactions_json(
@@ -80,8 +98,13 @@ impl PaymentService for Detached<dyn PaymentService> {
         page: Page,
     ) -> Result<Bytes, PaymentError> {
         let status = status.map(str::to_owned);
-        self.run(move |s| async move { s.transactions_json(caller, status.as_deref(), page).await })
-            .await
+        let work = move |s: Arc<dyn PaymentService>| async move {
+            s.transactions_json(caller, status.as_deref(), page).await
+        };
+        match shallow(page) {
+            true => self.read(work).await,
+            false => self.run(work).await,
+        }
     }
 
     /// Memory only: no unit.
@@ -169,5 +192,19 @@ impl PaymentService for Detached<dyn PaymentService> {
     async fn forget_old_events(&self) -> Result<usize, PaymentError> {
         self.run(move |s| async move { s.forget_old_events().await })
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_within_the_first_thousand_rows_are_read_inline() {
+        let page = |page, page_size| Page { page, page_size };
+        assert!(shallow(page(1, 20)));
+        assert!(shallow(page(10, 100)));
+        assert!(!shallow(page(11, 100)));
+        assert!(!shallow(page(i64::MAX, 100)));
     }
 }
