@@ -67,11 +67,14 @@ fn status_of(url: &str) -> Result<u16, String> {
         .set_read_timeout(Some(TIMEOUT))
         .and_then(|()| stream.set_write_timeout(Some(TIMEOUT)))
         .map_err(|e| e.to_string())?;
-    write!(
-        stream,
+    // One write: a request sent in pieces can meet a server that answers and closes after the
+    // first piece, and the reset that its unread rest causes can discard the answer.
+    let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nUser-Agent: keel-healthcheck\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
     let mut head = [0u8; 64];
     let mut read = 0;
     while read < 12 {
@@ -146,15 +149,22 @@ mod tests {
         assert!(split_url("http:///x").is_err());
     }
 
-    /// A one-connection server that answers `status` to whatever it is asked.
+    /// A one-connection server that reads a request's head, then answers `status`.
     fn answering(status: &'static str) -> String {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         std::thread::spawn(move || {
             if let Ok((mut conn, _)) = listener.accept() {
-                let mut request = [0u8; 512];
-                let _ = conn.read(&mut request);
-                let _ = write!(conn, "HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n");
+                let mut request = Vec::new();
+                let mut buf = [0u8; 512];
+                while !request.ends_with(b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n");
+                let _ = conn.write_all(answer.as_bytes());
             }
         });
         format!("http://127.0.0.1:{port}/health/live")
