@@ -22,7 +22,8 @@ impl CommsService for Detached<dyn CommsService> {
         sender: Option<i64>,
         request: EmailRequest,
     ) -> Result<EmailReceipt, CommsError> {
-        self.run(move |s| async move { s.send_email(sender, request).await })
+        // Its database work all goes through group commits: see `Detached::run_here`.
+        self.run_here(move |s| async move { s.send_email(sender, request).await })
             .await
     }
 

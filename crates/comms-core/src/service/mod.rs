@@ -6,6 +6,7 @@ mod detached;
 mod events;
 mod log;
 mod log_writer;
+mod suppression_check;
 mod suppressions;
 
 use std::sync::Arc;
@@ -207,6 +208,8 @@ pub(crate) struct CommsServiceImpl {
     pool: DbPool,
     /// Writes the message log's rows, those of concurrent sends together.
     log: log_writer::LogWriter,
+    /// Checks the recipients of concurrent sends against the suppression list together.
+    suppression_check: suppression_check::SuppressionCheck,
     config: CommsConfig,
     email: Arc<dyn EmailProvider>,
     telephony: Arc<dyn TelephonyProvider>,
@@ -225,6 +228,7 @@ impl CommsServiceImpl {
     ) -> Self {
         CommsServiceImpl {
             log: log_writer::LogWriter::new(pool.clone()),
+            suppression_check: suppression_check::SuppressionCheck::new(pool.clone()),
             pool,
             config,
             email,

@@ -113,23 +113,13 @@ impl CommsServiceImpl {
     /// `Suppressed` naming every listed recipient among `recipients` (checked addresses or
     /// numbers, normalised here), in the order given; `Ok` when none is listed.
     pub(super) async fn check_suppressed(&self, recipients: &[String]) -> Result<(), CommsError> {
-        let mut normalised: Vec<String> = recipients
+        let normalised: Vec<String> = recipients
             .iter()
             .filter_map(|r| suppression::normalise(r).map(|(_, a)| a))
             .collect();
-        normalised.dedup();
-        let mut pooled = self.pool.read().await?;
-        let rows = store::find_any(&mut pooled.conn(), &normalised).await?;
-        if rows.is_empty() {
+        let named = self.suppression_check.listed(normalised).await?;
+        if named.is_empty() {
             return Ok(());
-        }
-        let mut named: Vec<(String, String)> = Vec::new();
-        for address in &normalised {
-            if let Some(row) = rows.iter().find(|r| &r.address == address)
-                && !named.iter().any(|(a, _)| a == address)
-            {
-                named.push((row.address.clone(), row.reason.clone()));
-            }
         }
         Err(CommsError::Suppressed(named))
     }

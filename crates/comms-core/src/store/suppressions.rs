@@ -66,25 +66,25 @@ pub async fn find_any(
     if addresses.is_empty() {
         return Ok(Vec::new());
     }
-    with_conn!(conn, |c| {
-        let entries = comms_suppressions::table.select(SuppressionRow::as_select());
-        match addresses {
-            // Most sends have one recipient: a statement of one text, prepared once per
-            // connection (a list's text grows with it, so SQLite prepares it on every call).
-            [address] => {
-                entries
-                    .filter(comms_suppressions::address.eq(address))
-                    .load(c)
-                    .await
-            }
-            _ => {
-                entries
-                    .filter(comms_suppressions::address.eq_any(addresses))
-                    .load(c)
-                    .await
-            }
+    // One statement text whatever the number of addresses, prepared once per connection: the
+    // sends checked together ask with all their recipients at once.
+    with_conn!(
+        conn,
+        postgres | c | {
+            comms_suppressions::table
+                .select(SuppressionRow::as_select())
+                .filter(comms_suppressions::address.eq_any(addresses))
+                .load(c)
+                .await
+        },
+        sqlite | c | {
+            comms_suppressions::table
+                .select(SuppressionRow::as_select())
+                .filter(kernel::db::in_texts(comms_suppressions::address, addresses))
+                .load(c)
+                .await
         }
-    })
+    )
 }
 
 /// Removes the entry of `address`: the removed entry, if there was one.

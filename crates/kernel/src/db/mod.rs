@@ -52,7 +52,7 @@ pub use shared::SharedPg;
 pub fn pin_thread(_index: usize) {}
 
 #[cfg(feature = "sqlite")]
-pub use sqlite::{InIds, SqliteConn, SqliteRunQueryDsl, SqliteTransactions, in_ids};
+pub use sqlite::{InIds, SqliteConn, SqliteRunQueryDsl, SqliteTransactions, in_ids, in_texts};
 
 /// The default database: an SQLite file created with its folder on first start.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/keel.db";
@@ -431,7 +431,7 @@ where
 /// for a writer that is running, here or in another process, never for one that waits for a
 /// thread: a write transaction's statements all run within one poll of its unit.
 #[cfg(feature = "sqlite")]
-fn start_unit_runtime(pool_size: usize) -> Result<(), DbError> {
+pub(crate) fn start_unit_runtime(pool_size: usize) -> Result<(), DbError> {
     if UNIT_RUNTIME.get().is_some() {
         return Ok(());
     }

@@ -323,7 +323,15 @@ pub fn in_ids<C>(column: C, ids: &[i64]) -> InIds<C> {
     InIds { column, json }
 }
 
-/// See [`in_ids`].
+/// `column IN (SELECT value FROM json_each(?))` with the texts as one JSON array bound: the
+/// text form of [`in_ids`], with the same fixed statement text.
+pub fn in_texts<C>(column: C, texts: &[String]) -> InIds<C> {
+    // A list of strings always serialises.
+    let json = serde_json::to_string(texts).unwrap_or_else(|_| "[]".to_owned());
+    InIds { column, json }
+}
+
+/// See [`in_ids`] and [`in_texts`].
 #[derive(Debug, Clone)]
 pub struct InIds<C> {
     column: C,
