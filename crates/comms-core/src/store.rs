@@ -396,6 +396,77 @@ mod tests {
                 .is_err()
         );
 
+        let by_reference = "UPDATE comms_messages SET status = 'delivered' \
+            WHERE reference = $1 AND provider_id = $2 AND status IN ('sent')";
+        let by_provider_id = "UPDATE comms_messages SET status = 'delivered' \
+            WHERE provider = $1 AND provider_id = $2 AND reference IS NULL AND status IN ('sent')";
+        for (sql, index) in [
+            (by_reference, "comms_messages_reference_idx"),
+            (by_provider_id, "comms_messages_provider_id_idx"),
+        ] {
+            let plan = plan(&mut conn, sql, "(text, text)").await;
+            assert!(plan.contains(index), "{sql}: {plan}");
+        }
+    }
+
+    /// A page newest first reads its index backwards, sorting nothing (the indexes ascend, so
+    /// that new rows go at their end).
+    async fn pages_newest_first_read_an_index_backwards(db: TestDb) {
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let mut pooled = pool.get().await.unwrap();
+        let mut conn = pooled.conn();
+        let everyone = "SELECT id FROM comms_messages \
+            ORDER BY created_at DESC, id DESC LIMIT 20 OFFSET $1";
+        let one_user = "SELECT id FROM comms_messages WHERE user_id = $1 \
+            ORDER BY created_at DESC, id DESC LIMIT 20";
+        for (sql, index) in [
+            (everyone, "comms_messages_created_idx"),
+            (one_user, "comms_messages_user_idx"),
+        ] {
+            let plan = plan(&mut conn, sql, "(int8)").await;
+            assert!(plan.contains(index), "{sql}: {plan}");
+            assert!(
+                !plan.contains("Sort") && !plan.contains("TEMP B-TREE"),
+                "{sql}: {plan}"
+            );
+            let definition = texts_of(
+                &mut conn,
+                &format!("SELECT indexdef AS text FROM pg_indexes WHERE indexname = '{index}'"),
+                &format!("SELECT sql AS text FROM sqlite_master WHERE name = '{index}'"),
+            )
+            .await;
+            assert!(
+                definition.contains("created_at") && !definition.contains("DESC"),
+                "{definition}"
+            );
+        }
+    }
+
+    /// The one text column `text` of a query's rows, joined: `pg` on PostgreSQL, `sqlite` on
+    /// SQLite.
+    async fn texts_of(conn: &mut DbConn<'_>, pg: &str, sqlite: &str) -> String {
+        #[derive(diesel::QueryableByName)]
+        struct Line {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            text: String,
+        }
+        let lines: Vec<Line> = with_conn!(
+            conn,
+            postgres | c | { diesel::sql_query(pg).load(c).await },
+            sqlite | c | { diesel::sql_query(sqlite).load(c).await }
+        )
+        .unwrap();
+        lines
+            .into_iter()
+            .map(|l| l.text)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The plan of `sql` (placeholders `$1`, `$2` of the given types): on PostgreSQL as sessions
+    /// plan it (once, generic), with an index wherever one can serve (the table is too small for
+    /// the planner to prefer it); on SQLite with `'a'`, `'b'` in their place.
+    async fn plan(conn: &mut DbConn<'_>, sql: &str, types: &str) -> String {
         #[derive(diesel::QueryableByName)]
         struct PgLine {
             #[diesel(sql_type = diesel::sql_types::Text, column_name = "QUERY PLAN")]
@@ -406,46 +477,41 @@ mod tests {
             #[diesel(sql_type = diesel::sql_types::Text)]
             detail: String,
         }
-        let by_reference = "UPDATE comms_messages SET status = 'delivered' \
-            WHERE reference = $1 AND provider_id = $2 AND status IN ('sent')";
-        let by_provider_id = "UPDATE comms_messages SET status = 'delivered' \
-            WHERE provider = $1 AND provider_id = $2 AND reference IS NULL AND status IN ('sent')";
-        for (sql, index) in [
-            (by_reference, "comms_messages_reference_idx"),
-            (by_provider_id, "comms_messages_provider_id_idx"),
-        ] {
-            let plan: Vec<String> = with_conn!(
-                &mut conn,
-                postgres | c | {
-                    use diesel_async::SimpleAsyncConnection;
-                    // As the sessions plan (once, generic), and with an index wherever one
-                    // can serve (the table is too small for the planner to prefer it).
-                    c.batch_execute(&format!(
-                        "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; \
-                         DEALLOCATE ALL; PREPARE advance (text, text) AS {sql}"
-                    ))
+        let lines: Vec<String> = with_conn!(
+            conn,
+            postgres | c | {
+                use diesel_async::SimpleAsyncConnection;
+                c.batch_execute(&format!(
+                    "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; \
+                     DEALLOCATE ALL; PREPARE planned {types} AS {sql}"
+                ))
+                .await
+                .unwrap();
+                let args = if types.contains(',') {
+                    "('a', 'b')"
+                } else {
+                    "(1)"
+                };
+                diesel::sql_query(format!("EXPLAIN EXECUTE planned {args}"))
+                    .load::<PgLine>(c)
                     .await
-                    .unwrap();
-                    diesel::sql_query("EXPLAIN EXECUTE advance ('a', 'b')")
-                        .load::<PgLine>(c)
-                        .await
-                        .map(|lines| lines.into_iter().map(|l| l.text).collect())
-                },
-                sqlite | c | {
-                    let sql = sql.replace("$1", "'a'").replace("$2", "'b'");
-                    diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
-                        .load::<SqliteLine>(c)
-                        .await
-                        .map(|lines| lines.into_iter().map(|l| l.detail).collect())
-                }
-            )
-            .unwrap();
-            assert!(plan.join("\n").contains(index), "{sql}: {plan:?}");
-        }
+                    .map(|lines| lines.into_iter().map(|l| l.text).collect())
+            },
+            sqlite | c | {
+                let sql = sql.replace("$1", "'a'").replace("$2", "'b'");
+                diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
+                    .load::<SqliteLine>(c)
+                    .await
+                    .map(|lines| lines.into_iter().map(|l| l.detail).collect())
+            }
+        )
+        .unwrap();
+        lines.join("\n")
     }
 
     kernel::backend_tests! {
         a_sends_statements_are_prepared_once,
         events_find_their_row_by_reference_or_provider_id,
+        pages_newest_first_read_an_index_backwards,
     }
 }
