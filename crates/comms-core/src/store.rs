@@ -452,8 +452,8 @@ mod tests {
         }
         let lines: Vec<Line> = with_conn!(
             conn,
-            postgres | c | { diesel::sql_query(pg).load(c).await },
-            sqlite | c | { diesel::sql_query(sqlite).load(c).await }
+            postgres | c | diesel::sql_query(pg).load(c).await,
+            sqlite | c | diesel::sql_query(sqlite).load(c).await
         )
         .unwrap();
         lines
