@@ -173,18 +173,7 @@ mod tests {
     async fn a_call_from_outside_survives_its_caller() {
         let counter = Arc::new(Counter::default());
         let service = Detached::new(counter.clone());
-        let call = service.run(|s| async move { s.write().await });
-        // The caller gives up after the call's first await: the unit is under way, waiting.
-        let gave_up = tokio::time::timeout(Duration::from_millis(50), call).await;
-        assert!(gave_up.is_err(), "the call did not wait for its go-ahead");
-        counter.go.notify_one();
-        for _ in 0..200 {
-            if counter.writes.load(Ordering::SeqCst) == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert_eq!(counter.writes.load(Ordering::SeqCst), 1);
+        survives_giving_up(&counter, service.run(|s| async move { s.write().await })).await;
         // Without the unit, the dropped call never writes.
         let inline = counter.write();
         let gave_up = tokio::time::timeout(Duration::from_millis(50), inline).await;
@@ -219,8 +208,16 @@ mod tests {
         };
         assert_eq!((here_thread, marked), (thread(), true));
         assert_ne!(task, caller);
-        // The caller gives up after the call's first await: the call completes all the same.
-        let call = service.run_here(|s| async move { s.write().await });
+        survives_giving_up(
+            &counter,
+            service.run_here(|s| async move { s.write().await }),
+        )
+        .await;
+    }
+
+    /// `call`, a write of `counter` made as a unit, dropped by its caller after its first await
+    /// (the unit is under way, waiting for its go-ahead), writes all the same once let go.
+    async fn survives_giving_up<F: Future>(counter: &Counter, call: F) {
         let gave_up = tokio::time::timeout(Duration::from_millis(50), call).await;
         assert!(gave_up.is_err(), "the call did not wait for its go-ahead");
         counter.go.notify_one();
