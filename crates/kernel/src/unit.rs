@@ -137,6 +137,22 @@ impl<S: ?Sized> Detached<S> {
     {
         work(self.0.clone()).await
     }
+
+    /// [`read`](Self::read) when `bounded` (the caller checked that this call's read is of
+    /// small cost, such as a page ending near the start of its index), else [`run`](Self::run).
+    pub async fn read_when<T, E, F, Fut>(&self, bounded: bool, work: F) -> Result<T, E>
+    where
+        F: FnOnce(Arc<S>) -> Fut,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        T: Send + 'static,
+        E: From<DbError> + Send + 'static,
+    {
+        if bounded {
+            self.read(work).await
+        } else {
+            self.run(work).await
+        }
+    }
 }
 
 impl<S: ?Sized> Clone for Detached<S> {
@@ -237,6 +253,13 @@ mod tests {
             .read(|_| async { Ok::<_, DbError>((tokio::task::try_id(), in_unit())) })
             .await;
         assert_eq!(ran.ok(), Some((tokio::task::try_id(), false)));
+        // `read_when` reads there only when told the read is bounded, else it starts a unit.
+        for bounded in [true, false] {
+            let ran = service
+                .read_when(bounded, |_| async { Ok::<_, DbError>(in_unit()) })
+                .await;
+            assert_eq!(ran.ok(), Some(!bounded));
+        }
     }
 
     #[tokio::test(flavor = "current_thread")]

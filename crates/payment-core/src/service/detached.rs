@@ -2,10 +2,9 @@
 //! every call a unit of work ([`Detached`]), so that a request dropped mid-call (the client went
 //! away) cannot leave a Stripe call made but its row not written, or a webhook's event applied
 //! but not recorded. The one exception is a shallow page of transactions, a read of bounded cost
-//! that runs on the caller's task ([`Detached::read`]). Each method copies its borrowed arguments and forwards to the wrapped
-//! service; a method added to [`PaymentService`] without a line here does not compile.
-
-use std::sync::Arc;
+//! that runs on the caller's task ([`Detached::read`]). Each method copies its borrowed arguments
+//! and forwards to the wrapped service; a method added to [`PaymentService`] without a line here
+//! does not compile.
 
 use actix_web::web::Bytes;
 use kernel::pagination::Page;
@@ -82,13 +81,10 @@ impl PaymentService for Detached<dyn PaymentService> {
         page: Page,
     ) -> Result<TransactionPage, PaymentError> {
         let status = status.map(str::to_owned);
-        let work = move |s: Arc<dyn PaymentService>| async move {
+        self.read_when(shallow(page), move |s| async move {
             s.transactions(caller, status.as_deref(), page).await
-        };
-        match shallow(page) {
-            true => self.read(work).await,
-            false => self.run(work).await,
-        }
+        })
+        .await
     }
 
     async fn transactions_json(
@@ -98,13 +94,10 @@ impl PaymentService for Detached<dyn PaymentService> {
         page: Page,
     ) -> Result<Bytes, PaymentError> {
         let status = status.map(str::to_owned);
-        let work = move |s: Arc<dyn PaymentService>| async move {
+        self.read_when(shallow(page), move |s| async move {
             s.transactions_json(caller, status.as_deref(), page).await
-        };
-        match shallow(page) {
-            true => self.read(work).await,
-            false => self.run(work).await,
-        }
+        })
+        .await
     }
 
     /// Memory only: no unit.
