@@ -10,7 +10,7 @@ use comms_core::{CommsConfig, CommsModule};
 use hmac::{KeyInit, Mac};
 use kernel::identity::AuthFailure;
 use kernel::module::{BuildModule, Deps};
-use kernel::testing::{TestDb, TestServer, spawn_modules_on};
+use kernel::testing::{TestDb, TestServer, spawn_modules_with_workers};
 use kernel::{Authenticator, Principal, Role};
 use provider_sim::{Fault, FaultAction, Provider, ProviderSim, SimConfig, SimHandle};
 use serde_json::{Value, json};
@@ -66,6 +66,12 @@ async fn start_with(
     start_sim(db, auth, false, adjust).await
 }
 
+/// Every channel configured against the simulator, served by one HTTP worker: the emails sent
+/// at once then queue for one batch (each worker gathers its own).
+async fn start_one_worker(db: TestDb) -> Ctx {
+    start_served(db, true, false, |_, _| {}, 1).await
+}
+
 /// With `live`, the simulator delivers its own Resend events and Twilio callbacks to the server
 /// shortly after each send; otherwise only when a test asks (they would race the tests' own).
 async fn start_sim(
@@ -73,6 +79,17 @@ async fn start_sim(
     auth: bool,
     live: bool,
     adjust: impl FnOnce(&mut CommsConfig, &SimHandle),
+) -> Ctx {
+    start_served(db, auth, live, adjust, 2).await
+}
+
+/// [`start_sim`] with `workers` HTTP workers.
+async fn start_served(
+    db: TestDb,
+    auth: bool,
+    live: bool,
+    adjust: impl FnOnce(&mut CommsConfig, &SimHandle),
+    workers: usize,
 ) -> Ctx {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
     let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
@@ -105,7 +122,7 @@ async fn start_sim(
         deps = deps.with_authenticator(Arc::new(StubAuthenticator));
     }
     let module = Arc::new(CommsModule::build(config, &deps).await.unwrap());
-    let server = spawn_modules_on(vec![module], listener);
+    let server = spawn_modules_with_workers(vec![module], listener, workers);
     Ctx {
         server,
         sim,

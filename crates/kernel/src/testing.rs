@@ -457,10 +457,20 @@ pub fn spawn_modules(modules: Vec<std::sync::Arc<dyn crate::Module>>) -> TestSer
 
 /// [`spawn_modules`] on a listener bound beforehand: for a module that must know its own address
 /// when it is built (a provider's callback URL, say).
-#[allow(clippy::expect_used)]
 pub fn spawn_modules_on(
     modules: Vec<std::sync::Arc<dyn crate::Module>>,
     listener: std::net::TcpListener,
+) -> TestServer {
+    spawn_modules_with_workers(modules, listener, 2)
+}
+
+/// [`spawn_modules_on`] with `workers` HTTP workers: one where a test needs every request on
+/// the same thread (group commits gather the items of each worker apart).
+#[allow(clippy::expect_used)]
+pub fn spawn_modules_with_workers(
+    modules: Vec<std::sync::Arc<dyn crate::Module>>,
+    listener: std::net::TcpListener,
+    workers: usize,
 ) -> TestServer {
     use utoipa_actix_web::AppExt;
     crate::init_crypto();
@@ -470,7 +480,7 @@ pub fn spawn_modules_on(
         modules.iter().fold(app, crate::module::mount).into_app()
     })
     .on_connect(crate::peer::record_any)
-    .workers(2)
+    .workers(workers)
     .disable_signals()
     .listen(listener)
     .expect("listen on the bound port");

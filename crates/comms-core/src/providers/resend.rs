@@ -51,7 +51,8 @@ impl Resend {
             api_key: api_key.to_owned(),
             timeout,
         });
-        let batches = GroupCommit::new(BATCH_EMAILS, CALLS, move |emails| {
+        // A call only awaits the network: it runs where its emails' sends run.
+        let batches = GroupCommit::beside_callers(BATCH_EMAILS, CALLS, move |emails| {
             let client = client.clone();
             async move { client.send_all(emails).await }
         });

@@ -27,7 +27,9 @@ pub(super) struct SuppressionCheck(GroupCommit<Vec<String>, Result<Vec<Listed>, 
 
 impl SuppressionCheck {
     pub(super) fn new(pool: DbPool) -> Self {
-        SuppressionCheck(GroupCommit::new(BATCH, LOOKUPS, move |sends| {
+        // One read through an index: on SQLite it runs on the sends' own thread, as
+        // `Detached::read` does, instead of a database thread's and back.
+        SuppressionCheck(GroupCommit::beside_callers(BATCH, LOOKUPS, move |sends| {
             let pool = pool.clone();
             async move { check_all(&pool, sends).await }
         }))

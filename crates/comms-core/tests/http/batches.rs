@@ -1,6 +1,7 @@
 //! Emails sent at the same time share one call of Resend's batch endpoint, and each keeps its
 //! own outcome. Each test first holds every call keel makes at a time (the simulator answers
 //! them late), so that the emails sent next queue and go in one batch when the first call ends.
+//! The server has one HTTP worker: each worker gathers the emails of its own sends.
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use provider_sim::{Fault, JournalEntry, Provider};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use super::{Ctx, USER, start};
+use super::{Ctx, USER, start_one_worker as start};
 
 kernel::backend_tests! {
     emails_sent_at_once_share_a_batch_call_and_keep_their_own_ids,

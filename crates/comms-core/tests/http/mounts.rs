@@ -3,6 +3,7 @@
 //! host's prefix, so that Twilio's callbacks find the route.
 
 use kernel::module::Module;
+use kernel::testing::spawn_modules_on;
 
 use super::*;
 

@@ -13,10 +13,20 @@
 //! made one after another, and a few batches in flight keep both the database and the disk busy;
 //! SQLite writes one transaction at a time, so more than one would only wait for its lock.
 //!
-//! The batches run as units of work ([`spawn_unit`](super::spawn_unit)), not as part of their
-//! callers: a caller dropped at any `.await` does not take its item back, and a batch is never
-//! cut off between two statements. What a batch does when one item fails is the module's
-//! choice (see its `write`): each item's outcome is its own.
+//! The batches run as units of work, not as part of their callers: a caller dropped at any
+//! `.await` does not take its item back, and a batch is never cut off between two statements.
+//! What a batch does when one item fails is the module's choice (see its `write`): each item's
+//! outcome is its own.
+//!
+//! A batch runs on one runtime with the task that gathers it. With [`GroupCommit::new`] that is
+//! where [`spawn_unit`](super::spawn_unit) puts units: the unit runtime on SQLite, whose
+//! statements block their thread, else the caller's runtime. A process serves HTTP on several
+//! single-threaded runtimes (one per worker), so each caller's runtime gets its own queue:
+//! an item, its batch and its outcome then stay on one thread. Handed to another thread, an
+//! item cost two wake-ups of a sleeping thread (its hand-over and its outcome), each a system
+//! call and a trip through that thread's event loop. [`GroupCommit::beside_callers`] keeps the
+//! batches on the callers' runtimes always, for work that never blocks a thread. The `writers`
+//! limit holds for all queues together.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,30 +40,66 @@ type Write<T, R> = dyn Fn(Vec<T>) -> Pin<Box<dyn Future<Output = Vec<R>> + Send>
 /// An item and where its outcome goes.
 type Pending<T, R> = (T, oneshot::Sender<R>);
 
-/// Hands items to the batch task, started on the first item (and again if its runtime ended).
+/// Where a group commit's batches run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// As units of work ([`spawn_unit`](super::spawn_unit)): on the unit runtime once the
+    /// process has one, else on the caller's runtime.
+    Units,
+    /// Always on the caller's runtime: work that never blocks a thread (a provider call).
+    Callers,
+}
+
+/// A queue's batch task, on the runtime it serves.
+type Queue<T, R> = (tokio::runtime::Id, mpsc::UnboundedSender<Pending<T, R>>);
+
 pub struct GroupCommit<T, R> {
-    /// Unbounded: each caller waits for its item, so no more items queue than callers run.
-    queue: Mutex<Option<mpsc::UnboundedSender<Pending<T, R>>>>,
+    /// One batch task per runtime the batches run on, started on its first item (and again if
+    /// its runtime ended). Unbounded: each caller waits for its item, so no more items queue
+    /// than callers run.
+    queues: Mutex<Vec<Queue<T, R>>>,
     write: Arc<Write<T, R>>,
     /// The most items one batch takes.
     batch: usize,
-    /// The most batches written at a time.
-    writers: usize,
+    /// Shared by every queue: the most batches written at a time.
+    slots: Arc<Semaphore>,
+    place: Place,
 }
 
 impl<T: Send + 'static, R: Send + 'static> GroupCommit<T, R> {
-    /// `write` must return one outcome per item, in their order; an item without one (a
-    /// shorter list, or a `write` that panicked) gets `None` from [`submit`](Self::submit).
+    /// Batches that run as units of work: for database writes. `write` must return one outcome
+    /// per item, in their order; an item without one (a shorter list, or a `write` that
+    /// panicked) gets `None` from [`submit`](Self::submit).
     pub fn new<F, Fut>(batch: usize, writers: usize, write: F) -> Self
     where
         F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Vec<R>> + Send + 'static,
     {
+        Self::placed(Place::Units, batch, writers, write)
+    }
+
+    /// Batches that run on their callers' runtime, those of each runtime apart: for work that
+    /// only awaits I/O, such as a provider call, which then never hands off to another thread.
+    /// Otherwise as [`new`](Self::new).
+    pub fn beside_callers<F, Fut>(batch: usize, writers: usize, write: F) -> Self
+    where
+        F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<R>> + Send + 'static,
+    {
+        Self::placed(Place::Callers, batch, writers, write)
+    }
+
+    fn placed<F, Fut>(place: Place, batch: usize, writers: usize, write: F) -> Self
+    where
+        F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<R>> + Send + 'static,
+    {
         GroupCommit {
-            queue: Mutex::new(None),
+            queues: Mutex::new(Vec::new()),
             write: Arc::new(move |items| Box::pin(write(items))),
             batch: batch.max(1),
-            writers: writers.max(1),
+            slots: Arc::new(Semaphore::new(writers.max(1))),
+            place,
         }
     }
 
@@ -67,54 +113,69 @@ impl<T: Send + 'static, R: Send + 'static> GroupCommit<T, R> {
     }
 
     fn enqueue(&self, pending: Pending<T, R>) {
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        let pending = match queue.as_ref() {
-            Some(sender) => match sender.send(pending) {
+        let home = match self.place {
+            Place::Units => super::unit_runtime(),
+            Place::Callers => None,
+        }
+        .unwrap_or_else(tokio::runtime::Handle::current);
+        let id = home.id();
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        let pending = match queues.iter().find(|(queue, _)| *queue == id) {
+            Some((_, sender)) => match sender.send(pending) {
                 Ok(()) => return,
                 // The task ended with the runtime it ran on: start another.
                 Err(mpsc::error::SendError(pending)) => pending,
             },
             None => pending,
         };
+        // Forget the queues of runtimes that ended (this one's, if it did).
+        queues.retain(|(_, sender)| !sender.is_closed());
         let (sender, items) = mpsc::unbounded_channel();
         // Cannot fail: `items` is alive.
         let _ = sender.send(pending);
-        let task = run(items, self.write.clone(), self.batch, self.writers);
-        // A unit of work: on SQLite it runs where the connections are.
-        drop(super::spawn_unit(task));
-        *queue = Some(sender);
+        let task = run(items, self.write.clone(), self.batch, self.slots.clone());
+        // Its batches start where it runs: a batch task is a unit of work too.
+        drop(home.spawn(crate::unit::mark(task)));
+        queues.push((id, sender));
     }
 }
 
-/// Starts batches until every sender is gone (the owner was dropped).
+/// Starts batches until every sender is gone (the owner was dropped), each a task of the
+/// runtime this runs on.
 async fn run<T: Send + 'static, R: Send + 'static>(
     mut queue: mpsc::UnboundedReceiver<Pending<T, R>>,
     write: Arc<Write<T, R>>,
     batch: usize,
-    writers: usize,
+    slots: Arc<Semaphore>,
 ) {
-    let slots = Arc::new(Semaphore::new(writers));
     loop {
-        // Never closed, so never an error.
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        // Callers that were woken meanwhile queue their items first: a batch grows instead of
-        // an item going alone just behind a large batch.
-        tokio::task::yield_now().await;
         let mut pending = Vec::with_capacity(batch);
         if queue.recv_many(&mut pending, batch).await == 0 {
             return;
         }
+        // Never closed, so never an error.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        // Callers that were woken meanwhile queue their items first, and the batch takes what
+        // queued while it waited for a slot: it grows instead of an item going alone just
+        // behind a large batch.
+        tokio::task::yield_now().await;
+        while pending.len() < batch {
+            match queue.try_recv() {
+                Ok(item) => pending.push(item),
+                Err(_) => break,
+            }
+        }
         let write = write.clone();
-        drop(super::spawn_unit(async move {
+        drop(tokio::spawn(crate::unit::mark(async move {
             let (items, done): (Vec<T>, Vec<_>) = pending.into_iter().unzip();
             for (done, outcome) in done.into_iter().zip(write(items).await) {
                 // The caller may have gone: its item is written all the same.
                 let _ = done.send(outcome);
             }
             drop(slot);
-        }));
+        })));
     }
 }
 
@@ -129,6 +190,7 @@ mod tests {
     /// A writer that records its batches' sizes, holds each batch until `gate` lets it go, and
     /// answers each item with itself doubled.
     fn doubler(
+        place: Place,
         batch: usize,
         writers: usize,
         gate: Arc<Semaphore>,
@@ -136,7 +198,7 @@ mod tests {
         running: Arc<AtomicUsize>,
         most: Arc<AtomicUsize>,
     ) -> GroupCommit<u32, u32> {
-        GroupCommit::new(batch, writers, move |items: Vec<u32>| {
+        GroupCommit::placed(place, batch, writers, move |items: Vec<u32>| {
             let (gate, sizes) = (gate.clone(), sizes.clone());
             let (running, most) = (running.clone(), most.clone());
             async move {
@@ -156,6 +218,7 @@ mod tests {
         let sizes = Arc::new(Mutex::new(Vec::new()));
         let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let group = Arc::new(doubler(
+            Place::Units,
             64,
             2,
             gate.clone(),
@@ -226,5 +289,82 @@ mod tests {
             let runtime = tokio::runtime::Runtime::new().unwrap();
             assert_eq!(runtime.block_on(group.submit(i)), Some(i));
         }
+    }
+
+    /// Runs `work` on a single-threaded runtime of a thread of its own, as an HTTP worker does.
+    fn on_a_worker<T: Send + 'static>(
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(work)
+        })
+    }
+
+    #[test]
+    fn batches_beside_their_callers_run_on_each_callers_thread() {
+        // Each item comes back with the thread its batch ran on.
+        let group = Arc::new(GroupCommit::beside_callers(
+            8,
+            2,
+            |items: Vec<u32>| async move {
+                tokio::task::yield_now().await;
+                let here = std::thread::current().id();
+                items.into_iter().map(|i| (i, here)).collect::<Vec<_>>()
+            },
+        ));
+        let workers: Vec<_> = (0..2)
+            .map(|worker| {
+                let group = group.clone();
+                on_a_worker(async move {
+                    let sends = (0..20).map(|i| group.submit(worker * 100 + i));
+                    let outcomes = futures_util::future::join_all(sends).await;
+                    (std::thread::current().id(), outcomes)
+                })
+            })
+            .collect();
+        for (worker, thread) in workers.into_iter().enumerate() {
+            let (caller, outcomes) = thread.join().unwrap();
+            for (i, outcome) in outcomes.into_iter().enumerate() {
+                assert_eq!(outcome, Some((worker as u32 * 100 + i as u32, caller)));
+            }
+        }
+    }
+
+    #[test]
+    fn the_writers_limit_holds_for_all_runtimes_together() {
+        let gate = Arc::new(Semaphore::new(0));
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let group = Arc::new(doubler(
+            Place::Callers,
+            8,
+            1,
+            gate.clone(),
+            sizes.clone(),
+            running,
+            most.clone(),
+        ));
+        let workers: Vec<_> = (0..3u32)
+            .map(|worker| {
+                let group = group.clone();
+                on_a_worker(async move { group.submit(worker).await })
+            })
+            .collect();
+        // Every worker's item queued, one batch running, the others waiting for its slot.
+        while sizes.lock().unwrap().is_empty() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(sizes.lock().unwrap().len(), 1);
+        gate.add_permits(3);
+        for (worker, thread) in workers.into_iter().enumerate() {
+            assert_eq!(thread.join().unwrap(), Some(worker as u32 * 2));
+        }
+        assert_eq!(most.load(Ordering::SeqCst), 1);
+        assert_eq!(*sizes.lock().unwrap(), [1, 1, 1]);
     }
 }

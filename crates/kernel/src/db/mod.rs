@@ -422,6 +422,11 @@ where
     }
 }
 
+/// The unit runtime, once the process has one (see [`spawn_unit`]).
+pub(crate) fn unit_runtime() -> Option<tokio::runtime::Handle> {
+    UNIT_RUNTIME.get().map(|units| units.handle().clone())
+}
+
 /// Starts the unit runtime (see [`spawn_unit`]) when the first SQLite pool opens: a
 /// multi-threaded tokio runtime with a thread per connection of that pool, and at least one per
 /// core. Units queue there in the order they came (tokio's injection queue is FIFO) instead of
