@@ -63,10 +63,16 @@ pub(super) struct LogWriter(GroupCommit<LogRow, Result<usize, CommsError>>);
 
 impl LogWriter {
     pub(super) fn new(pool: DbPool) -> Self {
-        LogWriter(GroupCommit::new(BATCH, 1, move |rows: Vec<LogRow>| {
-            let pool = pool.clone();
-            async move { write_all(&pool, &rows).await }
-        }))
+        // A row on every send: on PostgreSQL each HTTP worker batches its own sends' rows, on
+        // its own thread (one queue for all cost an email send 5-8 % more CPU).
+        LogWriter(GroupCommit::per_runtime(
+            BATCH,
+            1,
+            move |rows: Vec<LogRow>| {
+                let pool = pool.clone();
+                async move { write_all(&pool, &rows).await }
+            },
+        ))
     }
 
     /// Writes `row` with the rows queued beside it; returns once it is committed, with the number

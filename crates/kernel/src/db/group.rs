@@ -18,15 +18,20 @@
 //! What a batch does when one item fails is the module's choice (see its `write`): each item's
 //! outcome is its own.
 //!
-//! A batch runs on one runtime with the task that gathers it. With [`GroupCommit::new`] that is
-//! where [`spawn_unit`](super::spawn_unit) puts units: the unit runtime on SQLite, whose
-//! statements block their thread, else the caller's runtime. A process serves HTTP on several
-//! single-threaded runtimes (one per worker), so each caller's runtime gets its own queue:
-//! an item, its batch and its outcome then stay on one thread. Handed to another thread, an
-//! item cost two wake-ups of a sleeping thread (its hand-over and its outcome), each a system
-//! call and a trip through that thread's event loop. [`GroupCommit::beside_callers`] keeps the
-//! batches on the callers' runtimes always, for work that never blocks a thread. The `writers`
-//! limit holds for all queues together.
+//! A batch runs on one runtime with the task that gathers it, and the owner chooses where:
+//!
+//! - [`GroupCommit::new`]: one queue for the process, on the unit runtime on SQLite (whose
+//!   statements block their thread), else on its first caller's runtime. The largest batches:
+//!   for writes whose cost is mostly their commit.
+//! - [`GroupCommit::per_runtime`]: as units too, but a process serves HTTP on several
+//!   single-threaded runtimes (one per worker), and without a unit runtime each of them gets a
+//!   queue of its own, so that an item, its batch and its outcome stay on one thread. Handed to
+//!   another thread, an item cost two wake-ups of a sleeping thread (its hand-over and its
+//!   outcome), each a system call and a trip through that thread's event loop.
+//! - [`GroupCommit::beside_callers`]: a queue per caller's runtime always, for work that never
+//!   blocks a thread.
+//!
+//! The `writers` limit holds for all queues together.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -40,18 +45,24 @@ type Write<T, R> = dyn Fn(Vec<T>) -> Pin<Box<dyn Future<Output = Vec<R>> + Send>
 /// An item and where its outcome goes.
 type Pending<T, R> = (T, oneshot::Sender<R>);
 
-/// Where a group commit's batches run.
+/// Where a group commit's items queue and its batches run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Place {
-    /// As units of work ([`spawn_unit`](super::spawn_unit)): on the unit runtime once the
-    /// process has one, else on the caller's runtime.
+    /// One queue for the process, its batches units of work ([`spawn_unit`](super::spawn_unit)):
+    /// on the unit runtime once the process has one, else on the first caller's runtime.
+    Together,
+    /// Batches as units of work, one queue per runtime they run on: the unit runtime's alone
+    /// once the process has one, else each caller's runtime's.
     Units,
-    /// Always on the caller's runtime: work that never blocks a thread (a provider call).
+    /// One queue per caller's runtime, its batches there: work that never blocks a thread.
     Callers,
 }
 
 /// A queue's batch task, on the runtime it serves.
-type Queue<T, R> = (tokio::runtime::Id, mpsc::UnboundedSender<Pending<T, R>>);
+type Queue<T, R> = (
+    Option<tokio::runtime::Id>,
+    mpsc::UnboundedSender<Pending<T, R>>,
+);
 
 pub struct GroupCommit<T, R> {
     /// One batch task per runtime the batches run on, started on its first item (and again if
@@ -67,10 +78,25 @@ pub struct GroupCommit<T, R> {
 }
 
 impl<T: Send + 'static, R: Send + 'static> GroupCommit<T, R> {
-    /// Batches that run as units of work: for database writes. `write` must return one outcome
-    /// per item, in their order; an item without one (a shorter list, or a `write` that
-    /// panicked) gets `None` from [`submit`](Self::submit).
+    /// All callers' items in one queue, the batches units of work: for writes whose cost is
+    /// mostly their commit, which the larger batches of one queue share best (payment's
+    /// webhook events). `write` must return one outcome per item, in their order; an item
+    /// without one (a shorter list, or a `write` that panicked) gets `None` from
+    /// [`submit`](Self::submit).
     pub fn new<F, Fut>(batch: usize, writers: usize, write: F) -> Self
+    where
+        F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<R>> + Send + 'static,
+    {
+        Self::placed(Place::Together, batch, writers, write)
+    }
+
+    /// Batches that run as units of work, gathered apart on each runtime they run on: on SQLite
+    /// all on the unit runtime, as with [`new`](Self::new); otherwise each HTTP worker's items
+    /// are batched on its own thread. For small writes made on every request of a hot path,
+    /// where a hand-off to another thread costs more than a smaller batch (comms' message
+    /// log). Otherwise as [`new`](Self::new).
+    pub fn per_runtime<F, Fut>(batch: usize, writers: usize, write: F) -> Self
     where
         F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Vec<R>> + Send + 'static,
@@ -79,8 +105,8 @@ impl<T: Send + 'static, R: Send + 'static> GroupCommit<T, R> {
     }
 
     /// Batches that run on their callers' runtime, those of each runtime apart: for work that
-    /// only awaits I/O, such as a provider call, which then never hands off to another thread.
-    /// Otherwise as [`new`](Self::new).
+    /// only awaits I/O or reads through an index (a provider call, a lookup), which then never
+    /// hands off to another thread. Otherwise as [`new`](Self::new).
     pub fn beside_callers<F, Fut>(batch: usize, writers: usize, write: F) -> Self
     where
         F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
@@ -113,12 +139,17 @@ impl<T: Send + 'static, R: Send + 'static> GroupCommit<T, R> {
     }
 
     fn enqueue(&self, pending: Pending<T, R>) {
-        let home = match self.place {
-            Place::Units => super::unit_runtime(),
-            Place::Callers => None,
-        }
-        .unwrap_or_else(tokio::runtime::Handle::current);
-        let id = home.id();
+        let here = || {
+            let here = tokio::runtime::Handle::current();
+            let id = here.id();
+            (Some(here), Some(id))
+        };
+        // Where the queue's task runs (`None`: the caller's runtime), and which queue it is.
+        let (home, id) = match (self.place, super::unit_runtime()) {
+            (Place::Together, units) => (units, None),
+            (Place::Units, Some(units)) => (Some(units), None),
+            (Place::Units, None) | (Place::Callers, _) => here(),
+        };
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
         let pending = match queues.iter().find(|(queue, _)| *queue == id) {
             Some((_, sender)) => match sender.send(pending) {
@@ -135,6 +166,7 @@ impl<T: Send + 'static, R: Send + 'static> GroupCommit<T, R> {
         let _ = sender.send(pending);
         let task = run(items, self.write.clone(), self.batch, self.slots.clone());
         // Its batches start where it runs: a batch task is a unit of work too.
+        let home = home.unwrap_or_else(tokio::runtime::Handle::current);
         drop(home.spawn(crate::unit::mark(task)));
         queues.push((id, sender));
     }
@@ -218,7 +250,7 @@ mod tests {
         let sizes = Arc::new(Mutex::new(Vec::new()));
         let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let group = Arc::new(doubler(
-            Place::Units,
+            Place::Together,
             64,
             2,
             gate.clone(),
@@ -366,5 +398,43 @@ mod tests {
         }
         assert_eq!(most.load(Ordering::SeqCst), 1);
         assert_eq!(*sizes.lock().unwrap(), [1, 1, 1]);
+    }
+
+    #[test]
+    fn items_of_every_runtime_share_one_queue_with_new() {
+        let gate = Arc::new(Semaphore::new(0));
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let group = Arc::new(doubler(
+            Place::Together,
+            8,
+            1,
+            gate.clone(),
+            sizes.clone(),
+            running,
+            most,
+        ));
+        let submit = |item: u32| {
+            let group = group.clone();
+            on_a_worker(async move { group.submit(item).await })
+        };
+        // The first item's batch is held; the next two, from two other threads, queue behind it.
+        // The first comes from a runtime that outlives the test: the queue's task runs there.
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let first = {
+            let group = group.clone();
+            runtime.spawn(async move { group.submit(0).await })
+        };
+        while sizes.lock().unwrap().is_empty() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let rest = [submit(1), submit(2)];
+        std::thread::sleep(Duration::from_millis(50));
+        gate.add_permits(2);
+        assert_eq!(runtime.block_on(first).unwrap(), Some(0));
+        for (i, thread) in rest.into_iter().enumerate() {
+            assert_eq!(thread.join().unwrap(), Some(i as u32 * 2 + 2));
+        }
+        assert_eq!(*sizes.lock().unwrap(), [1, 2]);
     }
 }
