@@ -219,20 +219,23 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    /// A writer that records its batches' sizes, holds each batch until `gate` lets it go, and
-    /// answers each item with itself doubled.
-    fn doubler(
-        place: Place,
-        batch: usize,
-        writers: usize,
+    /// A group commit whose writer records its batches' sizes and the most batches that ran at
+    /// once, holds each batch until `gate` lets it go, and answers each item with itself doubled.
+    struct Doubler {
+        group: Arc<GroupCommit<u32, u32>>,
         gate: Arc<Semaphore>,
         sizes: Arc<Mutex<Vec<usize>>>,
-        running: Arc<AtomicUsize>,
         most: Arc<AtomicUsize>,
-    ) -> GroupCommit<u32, u32> {
-        GroupCommit::placed(place, batch, writers, move |items: Vec<u32>| {
-            let (gate, sizes) = (gate.clone(), sizes.clone());
-            let (running, most) = (running.clone(), most.clone());
+    }
+
+    fn doubler(place: Place, batch: usize, writers: usize) -> Doubler {
+        let gate = Arc::new(Semaphore::new(0));
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (held, recorded, peak) = (gate.clone(), sizes.clone(), most.clone());
+        let group = GroupCommit::placed(place, batch, writers, move |items: Vec<u32>| {
+            let (gate, sizes) = (held.clone(), recorded.clone());
+            let (running, most) = (running.clone(), peak.clone());
             async move {
                 let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
@@ -241,23 +244,32 @@ mod tests {
                 running.fetch_sub(1, Ordering::SeqCst);
                 items.into_iter().map(|i| i * 2).collect()
             }
-        })
+        });
+        Doubler {
+            group: Arc::new(group),
+            gate,
+            sizes,
+            most,
+        }
+    }
+
+    impl Doubler {
+        /// Waits until the first batch is running.
+        fn first_batch_running(&self) {
+            while self.sizes.lock().unwrap().is_empty() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
     }
 
     #[tokio::test]
     async fn items_queued_behind_a_batch_go_together_and_each_gets_its_own_outcome() {
-        let gate = Arc::new(Semaphore::new(0));
-        let sizes = Arc::new(Mutex::new(Vec::new()));
-        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let group = Arc::new(doubler(
-            Place::Together,
-            64,
-            2,
-            gate.clone(),
-            sizes.clone(),
-            running,
-            most.clone(),
-        ));
+        let Doubler {
+            group,
+            gate,
+            sizes,
+            most,
+        } = doubler(Place::Together, 64, 2);
         let submit = |i: u32| {
             let group = group.clone();
             tokio::spawn(async move { group.submit(i).await })
@@ -368,73 +380,47 @@ mod tests {
 
     #[test]
     fn the_writers_limit_holds_for_all_runtimes_together() {
-        let gate = Arc::new(Semaphore::new(0));
-        let sizes = Arc::new(Mutex::new(Vec::new()));
-        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let group = Arc::new(doubler(
-            Place::Callers,
-            8,
-            1,
-            gate.clone(),
-            sizes.clone(),
-            running,
-            most.clone(),
-        ));
+        let doubler = doubler(Place::Callers, 8, 1);
         let workers: Vec<_> = (0..3u32)
             .map(|worker| {
-                let group = group.clone();
+                let group = doubler.group.clone();
                 on_a_worker(async move { group.submit(worker).await })
             })
             .collect();
         // Every worker's item queued, one batch running, the others waiting for its slot.
-        while sizes.lock().unwrap().is_empty() {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        doubler.first_batch_running();
         std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(sizes.lock().unwrap().len(), 1);
-        gate.add_permits(3);
+        assert_eq!(doubler.sizes.lock().unwrap().len(), 1);
+        doubler.gate.add_permits(3);
         for (worker, thread) in workers.into_iter().enumerate() {
             assert_eq!(thread.join().unwrap(), Some(worker as u32 * 2));
         }
-        assert_eq!(most.load(Ordering::SeqCst), 1);
-        assert_eq!(*sizes.lock().unwrap(), [1, 1, 1]);
+        assert_eq!(doubler.most.load(Ordering::SeqCst), 1);
+        assert_eq!(*doubler.sizes.lock().unwrap(), [1, 1, 1]);
     }
 
     #[test]
     fn items_of_every_runtime_share_one_queue_with_new() {
-        let gate = Arc::new(Semaphore::new(0));
-        let sizes = Arc::new(Mutex::new(Vec::new()));
-        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let group = Arc::new(doubler(
-            Place::Together,
-            8,
-            1,
-            gate.clone(),
-            sizes.clone(),
-            running,
-            most,
-        ));
+        let doubler = doubler(Place::Together, 8, 1);
         let submit = |item: u32| {
-            let group = group.clone();
+            let group = doubler.group.clone();
             on_a_worker(async move { group.submit(item).await })
         };
         // The first item's batch is held; the next two, from two other threads, queue behind it.
         // The first comes from a runtime that outlives the test: the queue's task runs there.
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let first = {
-            let group = group.clone();
+            let group = doubler.group.clone();
             runtime.spawn(async move { group.submit(0).await })
         };
-        while sizes.lock().unwrap().is_empty() {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        doubler.first_batch_running();
         let rest = [submit(1), submit(2)];
         std::thread::sleep(Duration::from_millis(50));
-        gate.add_permits(2);
+        doubler.gate.add_permits(2);
         assert_eq!(runtime.block_on(first).unwrap(), Some(0));
         for (i, thread) in rest.into_iter().enumerate() {
             assert_eq!(thread.join().unwrap(), Some(i as u32 * 2 + 2));
         }
-        assert_eq!(*sizes.lock().unwrap(), [1, 2]);
+        assert_eq!(*doubler.sizes.lock().unwrap(), [1, 2]);
     }
 }
