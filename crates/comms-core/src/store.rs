@@ -64,7 +64,13 @@ pub struct MessageFilter<'a> {
 
 /// Inserts the rows, all or none. On PostgreSQL in one statement of one array per column
 /// (`unnest`): atomic on its own, so it needs no transaction (two round trips fewer), and its text
-/// is the same for any number of rows, so it is prepared once per connection. On SQLite, inside
+/// is the same for any number of rows, so it is prepared once per connection. Its commit is
+/// asynchronous: the statement sets `synchronous_commit` off for its own transaction, so the rows
+/// are visible to every session at once but the commit does not wait for the WAL to reach the
+/// disk. A crash of the database server can lose the last fraction of a second of rows (never
+/// half of a batch): the durability SQLite's `synchronous=NORMAL` gives every write. The log row
+/// follows a provider call that was already made, and waiting for the disk was a third of a send's
+/// time; nothing else is written this way (docs/comms.md). On SQLite, inside
 /// the caller's transaction, by one single-row statement per row, prepared once per connection,
 /// which saves parsing a statement that grows with the rows.
 pub async fn insert_all(conn: &mut DbConn<'_>, new: &[NewMessageRow<'_>]) -> QueryResult<()> {
@@ -120,6 +126,7 @@ const INSERT_ALL: &str = "INSERT INTO comms_messages (channel, provider, recipie
     WITH ORDINALITY \
     AS m (channel, provider, recipients, subject, preview, provider_id, status, error, user_id, \
     created_at, updated_at, reference, n) \
+    CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS asynchronous_commit \
     ORDER BY n";
 
 pub async fn find(conn: &mut DbConn<'_>, id: i64) -> QueryResult<Option<MessageRow>> {
@@ -442,6 +449,32 @@ mod tests {
         }
     }
 
+    /// On PostgreSQL the log's insert commits without waiting for the disk, and only its own
+    /// transaction does: the setting does not stay on the connection, which goes back to the
+    /// pool for other modules' writes.
+    async fn the_logs_insert_alone_commits_asynchronously(db: TestDb) {
+        if db.backend == kernel::db::Backend::Sqlite {
+            return;
+        }
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let mut pooled = pool.get().await.unwrap();
+        let mut conn = pooled.conn();
+        let setting = "SELECT current_setting('synchronous_commit') AS text";
+        let run = async |conn: &mut DbConn<'_>, sql: &str| {
+            with_conn!(conn, |c| diesel::sql_query(sql).execute(c).await).unwrap();
+        };
+        run(&mut conn, "BEGIN").await;
+        insert_all(&mut conn, &[row("a1")]).await.unwrap();
+        assert_eq!(texts_of(&mut conn, setting, "").await, "off");
+        run(&mut conn, "ROLLBACK").await;
+        assert_eq!(texts_of(&mut conn, setting, "").await, "on");
+        insert_all(&mut conn, &[row("a2"), row("a3")])
+            .await
+            .unwrap();
+        assert_eq!(texts_of(&mut conn, setting, "").await, "on");
+        assert_eq!(count(&mut conn).await.unwrap(), 2);
+    }
+
     /// The one text column `text` of a query's rows, joined: `pg` on PostgreSQL, `sqlite` on
     /// SQLite.
     async fn texts_of(conn: &mut DbConn<'_>, pg: &str, sqlite: &str) -> String {
@@ -511,6 +544,7 @@ mod tests {
 
     kernel::backend_tests! {
         a_sends_statements_are_prepared_once,
+        the_logs_insert_alone_commits_asynchronously,
         events_find_their_row_by_reference_or_provider_id,
         pages_newest_first_read_an_index_backwards,
     }
