@@ -69,8 +69,8 @@ pub struct MessageFilter<'a> {
 /// are visible to every session at once but the commit does not wait for the WAL to reach the
 /// disk. A crash of the database server can lose the last fraction of a second of rows (never
 /// half of a batch): the durability SQLite's `synchronous=NORMAL` gives every write. The log row
-/// follows a provider call that was already made, and waiting for the disk was a third of a send's
-/// time; nothing else is written this way (docs/comms.md). On SQLite, inside
+/// follows a provider call that was already made, and the wait for the disk was about a third of
+/// its time under load; nothing else is written this way (docs/comms.md). On SQLite, inside
 /// the caller's transaction, by one single-row statement per row, prepared once per connection,
 /// which saves parsing a statement that grows with the rows.
 pub async fn insert_all(conn: &mut DbConn<'_>, new: &[NewMessageRow<'_>]) -> QueryResult<()> {
