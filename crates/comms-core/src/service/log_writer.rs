@@ -64,7 +64,7 @@ pub(super) struct LogWriter(GroupCommit<LogRow, Result<usize, CommsError>>);
 impl LogWriter {
     pub(super) fn new(pool: DbPool) -> Self {
         // A row on every send: on PostgreSQL each HTTP worker batches its own sends' rows, on
-        // its own thread (one queue for all cost an email send 5-8 % more CPU).
+        // its own thread (one queue for all cost an email send about 8 % more CPU).
         LogWriter(GroupCommit::per_runtime(
             BATCH,
             1,
