@@ -311,3 +311,71 @@ pub async fn totals(conn: &mut DbConn<'_>, user_id: Option<i64>) -> QueryResult<
         Ok((total, revenue))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use kernel::testing::TestDb;
+
+    use super::*;
+
+    /// How SQLite runs a page of the shape `U` (by user), `S` (by status): its plan's lines,
+    /// joined (the page's statement as SQLite gets it, its parameters unbound).
+    async fn sqlite_plan<const U: bool, const S: bool>(conn: &mut DbConn<'_>) -> String {
+        #[derive(diesel::QueryableByName)]
+        struct Line {
+            #[diesel(sql_type = Text)]
+            detail: String,
+        }
+        let page = JsonPage::<U, S> {
+            user_id: 7,
+            status: "succeeded",
+            offset: 0,
+            limit: 20,
+        };
+        let text = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&page).to_string();
+        let text = text.split(" -- binds").next().unwrap();
+        let lines: Vec<Line> = with_conn!(
+            conn,
+            postgres | _c | Ok(Vec::new()),
+            sqlite
+                | c
+                | diesel::sql_query(format!("EXPLAIN QUERY PLAN {text}"))
+                    .load(c)
+                    .await
+        )
+        .unwrap();
+        lines
+            .into_iter()
+            .map(|l| l.detail)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// On SQLite a page without a status filter (every row, or one user's) is read from its
+    /// time index alone, which carries each row's JSON: no seek into the table per row.
+    #[tokio::test]
+    async fn sqlite_pages_are_read_from_the_index_alone() {
+        let db = TestDb::sqlite().await;
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let mut pooled = pool.get().await.unwrap();
+        let mut conn = pooled.conn();
+        let every = sqlite_plan::<false, false>(&mut conn).await;
+        assert!(
+            every.contains(
+                "SCAN payment_transactions USING COVERING INDEX payment_transactions_created_idx"
+            ),
+            "{every}"
+        );
+        let users = sqlite_plan::<true, false>(&mut conn).await;
+        assert!(
+            users.contains(
+                "SEARCH payment_transactions USING COVERING INDEX payment_transactions_user_idx (user_id=?)"
+            ),
+            "{users}"
+        );
+        // Newest first without a sort of its own: the index read backwards.
+        assert!(!every.contains("TEMP B-TREE") && !users.contains("TEMP B-TREE"));
+    }
+}
