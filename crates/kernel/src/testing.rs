@@ -238,6 +238,32 @@ impl diesel::connection::Instrumentation for StatementLog {
     }
 }
 
+/// How SQLite runs `sql` (its parameters unbound, so NULL): the `detail` lines of its
+/// `EXPLAIN QUERY PLAN`, joined by newlines. Empty on PostgreSQL, whose plans a test reads with
+/// `EXPLAIN` and its own parameters.
+pub async fn sqlite_plan(conn: &mut crate::DbConn<'_>, sql: &str) -> String {
+    #[derive(diesel::QueryableByName)]
+    struct Line {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        detail: String,
+    }
+    let lines: Vec<Line> = crate::with_conn!(
+        conn,
+        postgres | _c | Ok(Vec::new()),
+        sqlite
+            | c
+            | diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
+                .load(c)
+                .await
+    )
+    .unwrap_or_else(|e| panic!("no plan for {sql}: {e}"));
+    lines
+        .into_iter()
+        .map(|l| l.detail)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Checks out every connection of `pool` and holds them: until the returned connections are
 /// dropped, a unit of work that needs one waits for it (a request's write stays under way). On
 /// PostgreSQL reads go on over the pool's shared connections ([`DbPool::read`]).

@@ -320,14 +320,8 @@ mod tests {
 
     use super::*;
 
-    /// How SQLite runs a page of the shape `U` (by user), `S` (by status): its plan's lines,
-    /// joined (the page's statement as SQLite gets it, its parameters unbound).
+    /// How SQLite runs a page of the shape `U` (by user), `S` (by status).
     async fn sqlite_plan<const U: bool, const S: bool>(conn: &mut DbConn<'_>) -> String {
-        #[derive(diesel::QueryableByName)]
-        struct Line {
-            #[diesel(sql_type = Text)]
-            detail: String,
-        }
         let page = JsonPage::<U, S> {
             user_id: 7,
             status: "succeeded",
@@ -335,22 +329,7 @@ mod tests {
             limit: 20,
         };
         let text = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&page).to_string();
-        let text = text.split(" -- binds").next().unwrap();
-        let lines: Vec<Line> = with_conn!(
-            conn,
-            postgres | _c | Ok(Vec::new()),
-            sqlite
-                | c
-                | diesel::sql_query(format!("EXPLAIN QUERY PLAN {text}"))
-                    .load(c)
-                    .await
-        )
-        .unwrap();
-        lines
-            .into_iter()
-            .map(|l| l.detail)
-            .collect::<Vec<_>>()
-            .join("\n")
+        kernel::testing::sqlite_plan(conn, text.split(" -- binds").next().unwrap()).await
     }
 
     /// On SQLite a page without a status filter (every row, or one user's) is read from its
