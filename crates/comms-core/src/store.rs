@@ -2,7 +2,7 @@
 
 use chrono::NaiveDateTime;
 use diesel::{
-    ExpressionMethods, Insertable, OptionalExtension, QueryDsl, QueryResult, Queryable, Selectable,
+    ExpressionMethods, OptionalExtension, QueryDsl, QueryResult, Queryable, Selectable,
     SelectableHelper,
 };
 use kernel::db::Cached;
@@ -11,7 +11,10 @@ use kernel::{DbConn, with_conn};
 
 use crate::schema::comms_messages;
 
+mod insert;
 pub mod suppressions;
+
+pub use insert::{NewMessageRow, insert_all};
 
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = comms_messages)]
@@ -32,27 +35,6 @@ pub struct MessageRow {
     pub updated_at: NaiveDateTime,
 }
 
-/// A `None` is written as NULL, never left to the column's default (the nullable columns have
-/// none): the statement then has one text whatever the row, and SQLite prepares it once per
-/// connection instead of for every row.
-#[derive(Debug, Insertable)]
-#[diesel(table_name = comms_messages, treat_none_as_default_value = false)]
-pub struct NewMessageRow<'a> {
-    pub channel: &'a str,
-    pub provider: &'a str,
-    pub recipients: &'a str,
-    pub subject: Option<&'a str>,
-    pub preview: Option<&'a str>,
-    pub provider_id: Option<&'a str>,
-    pub status: &'a str,
-    pub error: Option<&'a str>,
-    pub user_id: Option<i64>,
-    pub created_at: NaiveDateTime,
-    pub updated_at: NaiveDateTime,
-    /// keel's own name for the message, which the provider's events carry back (emails only).
-    pub reference: Option<&'a str>,
-}
-
 /// Which messages a list shows.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MessageFilter<'a> {
@@ -61,74 +43,6 @@ pub struct MessageFilter<'a> {
     /// Only this user's messages.
     pub user_id: Option<i64>,
 }
-
-/// Inserts the rows, all or none. On PostgreSQL in one statement of one array per column
-/// (`unnest`): atomic on its own, so it needs no transaction (two round trips fewer), and its text
-/// is the same for any number of rows, so it is prepared once per connection. Its commit is
-/// asynchronous: the statement sets `synchronous_commit` off for its own transaction (the whole
-/// transaction, when called inside one: the log writer never does), so the rows are visible to
-/// every session at once but the commit does not wait for the WAL to reach the disk. A crash of
-/// the database server can lose the last fraction of a second of rows (never half of a batch):
-/// the durability SQLite's `synchronous=NORMAL` gives every write. The log row follows a provider
-/// call that was already made, and the wait for the disk was about a third of its time under
-/// load; nothing else is written this way (docs/comms.md). On SQLite, inside the caller's
-/// transaction, by one single-row statement per row, prepared once per connection, which saves
-/// parsing a statement that grows with the rows.
-pub async fn insert_all(conn: &mut DbConn<'_>, new: &[NewMessageRow<'_>]) -> QueryResult<()> {
-    with_conn!(
-        conn,
-        postgres | c | {
-            use diesel::sql_types::{Array, BigInt, Nullable, Text, Timestamp};
-            fn column<'a, T>(
-                rows: &[NewMessageRow<'a>],
-                field: impl Fn(&NewMessageRow<'a>) -> T,
-            ) -> Vec<T> {
-                rows.iter().map(field).collect()
-            }
-            Cached(
-                diesel::sql_query(INSERT_ALL)
-                    .bind::<Array<Text>, _>(column(new, |r| r.channel))
-                    .bind::<Array<Text>, _>(column(new, |r| r.provider))
-                    .bind::<Array<Text>, _>(column(new, |r| r.recipients))
-                    .bind::<Array<Nullable<Text>>, _>(column(new, |r| r.subject))
-                    .bind::<Array<Nullable<Text>>, _>(column(new, |r| r.preview))
-                    .bind::<Array<Nullable<Text>>, _>(column(new, |r| r.provider_id))
-                    .bind::<Array<Text>, _>(column(new, |r| r.status))
-                    .bind::<Array<Nullable<Text>>, _>(column(new, |r| r.error))
-                    .bind::<Array<Nullable<BigInt>>, _>(column(new, |r| r.user_id))
-                    .bind::<Array<Timestamp>, _>(column(new, |r| r.created_at))
-                    .bind::<Array<Timestamp>, _>(column(new, |r| r.updated_at))
-                    .bind::<Array<Nullable<Text>>, _>(column(new, |r| r.reference)),
-            )
-            .execute(c)
-            .await
-            .map(drop)
-        },
-        sqlite | c | {
-            for row in new {
-                diesel::insert_into(comms_messages::table)
-                    .values(row)
-                    .execute(c)
-                    .await?;
-            }
-            Ok(())
-        }
-    )
-}
-
-/// The rows of [`insert_all`] on PostgreSQL, one array per column, given ids in their order.
-#[allow(dead_code)] // read only in the PostgreSQL arm, which an SQLite-only kernel leaves out
-const INSERT_ALL: &str = "INSERT INTO comms_messages (channel, provider, recipients, subject, \
-    preview, provider_id, status, error, user_id, created_at, updated_at, reference) \
-    SELECT channel, provider, recipients, subject, preview, provider_id, status, error, user_id, \
-    created_at, updated_at, reference \
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
-    $7::text[], $8::text[], $9::int8[], $10::timestamp[], $11::timestamp[], $12::text[]) \
-    WITH ORDINALITY \
-    AS m (channel, provider, recipients, subject, preview, provider_id, status, error, user_id, \
-    created_at, updated_at, reference, n) \
-    CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS asynchronous_commit \
-    ORDER BY n";
 
 pub async fn find(conn: &mut DbConn<'_>, id: i64) -> QueryResult<Option<MessageRow>> {
     with_conn!(conn, |c| {
@@ -279,8 +193,8 @@ mod tests {
     }
 
     /// A send's statements are prepared once per connection: the log's insert (on PostgreSQL
-    /// one text of arrays whatever the number of rows, on SQLite a single-row insert run per
-    /// row) and the suppression check (`= ANY($1)` on PostgreSQL, a JSON array through
+    /// one text of arrays whatever the number of rows, on SQLite one text for each power of two
+    /// rows) and the suppression check (`= ANY($1)` on PostgreSQL, a JSON array through
     /// `json_each` on SQLite, whatever the number of addresses).
     async fn a_sends_statements_are_prepared_once(db: TestDb) {
         let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;

@@ -1,10 +1,10 @@
 //! The message log's writer: a group commit ([`GroupCommit`]). Every send records its row after
 //! the provider's answer, and under load most of that row's cost is its commit; so the rows queued
 //! while the last batch was written go together (on PostgreSQL one statement, on SQLite one
-//! transaction; see [`store::insert_all`]), and each send answers once its own row is committed,
-//! as before. SQLite writes one transaction at a time, and on PostgreSQL four batches at a time
-//! were no faster than one (the batches only got smaller), so one batch is written at a time on
-//! both backends.
+//! transaction of a few multi-row statements; see [`store::insert_all`]), and each send answers
+//! once its own row is committed, as before. SQLite writes one transaction at a time, and on
+//! PostgreSQL four batches at a time were no faster than one (the batches only got smaller), so
+//! one batch is written at a time on both backends.
 //!
 //! A batch is written whole or not at all. When it fails (one bad row fails all: Twilio answering a
 //! SID twice breaks the unique index of provider ids), each of its rows is written again alone, so
