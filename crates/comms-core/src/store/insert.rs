@@ -223,9 +223,10 @@ mod tests {
     use crate::schema::comms_messages;
     use crate::store::MessageRow;
 
-    /// Batches of every shape land whole, in their order, with every field: a batch longer than
-    /// a statement's most rows and lengths that are no power of two (on SQLite several
-    /// statements, each prepared once whatever the batches).
+    /// Batches of every shape land whole, in their order, with every field the log shows (the
+    /// reference: `events_find_their_row_by_reference_or_provider_id`): a batch longer than a
+    /// statement's most rows and lengths that are no power of two (on SQLite several statements,
+    /// each prepared once whatever the batches).
     async fn batches_of_any_length_land_in_order(db: TestDb) {
         let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
         let mut pooled = pool.get().await.unwrap();
@@ -246,10 +247,14 @@ mod tests {
             },
             recipients: "[\"a@example.com\"]",
             subject: (!i.is_multiple_of(3)).then_some(subjects[i].as_str()),
-            preview: Some("Hello"),
+            preview: (!i.is_multiple_of(4)).then_some("Hello"),
             provider_id: Some(ids[i].as_str()),
-            status: "sent",
-            error: None,
+            status: if i.is_multiple_of(7) {
+                "failed"
+            } else {
+                "sent"
+            },
+            error: i.is_multiple_of(7).then_some("bounced"),
             user_id: (!i.is_multiple_of(5)).then_some(i as i64),
             created_at: base + chrono::TimeDelta::microseconds(i as i64 * 1_001),
             updated_at: base,
@@ -279,8 +284,12 @@ mod tests {
                 (
                     got.channel.as_str(),
                     got.provider.as_str(),
+                    got.recipients.as_str(),
                     got.subject.as_deref(),
+                    got.preview.as_deref(),
                     got.provider_id.as_deref(),
+                    got.status.as_str(),
+                    got.error.as_deref(),
                     got.user_id,
                     got.created_at,
                     got.updated_at,
@@ -288,8 +297,12 @@ mod tests {
                 (
                     want.channel,
                     want.provider,
+                    want.recipients,
                     want.subject,
+                    want.preview,
                     want.provider_id,
+                    want.status,
+                    want.error,
                     want.user_id,
                     want.created_at,
                     want.updated_at,
