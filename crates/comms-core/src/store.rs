@@ -175,7 +175,7 @@ mod tests {
     use super::*;
 
     fn row(provider_id: &str) -> NewMessageRow<'_> {
-        let now = kernel::time::now();
+        let now = StoredTime(kernel::time::now());
         NewMessageRow {
             channel: "email",
             provider: "resend",
@@ -217,7 +217,7 @@ mod tests {
             .and_then(|d| d.and_hms_micro_opt(3, 4, 5, 678_901))
             .unwrap();
         let full = NewMessageRow {
-            created_at: full_at,
+            created_at: StoredTime(full_at),
             subject: Some("Hi"),
             preview: Some("Hello"),
             error: Some("bounced"),

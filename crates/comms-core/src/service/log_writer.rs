@@ -50,8 +50,8 @@ impl LogRow {
             status: &self.status,
             error: self.error.as_deref(),
             user_id: self.user_id,
-            created_at: self.at,
-            updated_at: self.at,
+            created_at: self.at.into(),
+            updated_at: self.at.into(),
             reference: self.reference.as_deref(),
         }
     }

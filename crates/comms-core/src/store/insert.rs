@@ -1,7 +1,7 @@
 //! The message log's insert: the rows of one batch of the log's writer, all or none.
 
-use chrono::NaiveDateTime;
 use diesel::QueryResult;
+use kernel::time::StoredTime;
 use kernel::{DbConn, with_conn};
 
 /// A row of the log to insert.
@@ -16,8 +16,9 @@ pub struct NewMessageRow<'a> {
     pub status: &'a str,
     pub error: Option<&'a str>,
     pub user_id: Option<i64>,
-    pub created_at: NaiveDateTime,
-    pub updated_at: NaiveDateTime,
+    /// Written on SQLite by kernel's own writer of diesel's text (see [`StoredTime`]).
+    pub created_at: StoredTime,
+    pub updated_at: StoredTime,
     /// keel's own name for the message, which the provider's events carry back (emails only).
     pub reference: Option<&'a str>,
 }
@@ -55,8 +56,8 @@ pub async fn insert_all(conn: &mut DbConn<'_>, new: &[NewMessageRow<'_>]) -> Que
                     .bind::<Array<Text>, _>(column(new, |r| r.status))
                     .bind::<Array<Nullable<Text>>, _>(column(new, |r| r.error))
                     .bind::<Array<Nullable<BigInt>>, _>(column(new, |r| r.user_id))
-                    .bind::<Array<Timestamp>, _>(column(new, |r| r.created_at))
-                    .bind::<Array<Timestamp>, _>(column(new, |r| r.updated_at))
+                    .bind::<Array<Timestamp>, _>(column(new, |r| r.created_at.0))
+                    .bind::<Array<Timestamp>, _>(column(new, |r| r.updated_at.0))
                     .bind::<Array<Nullable<Text>>, _>(column(new, |r| r.reference)),
             )
             .execute(c)
@@ -64,9 +65,7 @@ pub async fn insert_all(conn: &mut DbConn<'_>, new: &[NewMessageRow<'_>]) -> Que
             .map(drop)
         },
         sqlite | c | {
-            let stamped: Vec<sqlite::Stamped<'_, '_>> =
-                new.iter().map(sqlite::Stamped::new).collect();
-            let mut rest = &stamped[..];
+            let mut rest = new;
             while !rest.is_empty() {
                 let (chunk, tail) = rest.split_at(sqlite::chunk(rest.len()));
                 sqlite::insert(c, chunk).await?;
@@ -107,29 +106,11 @@ kernel::__sqlite! {
         use diesel::sql_types::{BigInt, Nullable, Text, Timestamp};
         use diesel::sqlite::Sqlite;
         use kernel::db::{SqliteConn, SqliteRunQueryDsl};
-        use kernel::time::StoredTime;
 
         use super::NewMessageRow;
 
         /// The most rows of one statement: 768 parameters, far below SQLite's limit (32,766).
         const MOST: usize = 64;
-
-        /// A row with its times as the binds that write them (see [`StoredTime`]).
-        pub(super) struct Stamped<'r, 'a> {
-            row: &'r NewMessageRow<'a>,
-            created_at: StoredTime,
-            updated_at: StoredTime,
-        }
-
-        impl<'r, 'a> Stamped<'r, 'a> {
-            pub(super) fn new(row: &'r NewMessageRow<'a>) -> Self {
-                Stamped {
-                    row,
-                    created_at: StoredTime(row.created_at),
-                    updated_at: StoredTime(row.updated_at),
-                }
-            }
-        }
 
         /// How many of `left` rows the next statement takes: the largest power of two that fits.
         pub(super) fn chunk(left: usize) -> usize {
@@ -139,7 +120,7 @@ kernel::__sqlite! {
         /// Inserts `rows` (a length [`chunk`] gives) in one statement.
         pub(super) async fn insert(
             c: &mut SqliteConn,
-            rows: &[Stamped<'_, '_>],
+            rows: &[NewMessageRow<'_>],
         ) -> QueryResult<()> {
             macro_rules! sized {
                 ($($n:literal)*) => {
@@ -154,30 +135,29 @@ kernel::__sqlite! {
             sized!(1 2 4 8 16 32 64).map(drop)
         }
 
-        fn exactly<'s, 'r, 'a, const N: usize>(
-            rows: &'s [Stamped<'r, 'a>],
-        ) -> QueryResult<&'s [Stamped<'r, 'a>; N]> {
+        fn exactly<'s, 'a, const N: usize>(
+            rows: &'s [NewMessageRow<'a>],
+        ) -> QueryResult<&'s [NewMessageRow<'a>; N]> {
             rows.try_into()
                 .map_err(|_| diesel::result::Error::QueryBuilderError("a chunk's length".into()))
         }
 
         /// `INSERT INTO comms_messages (...) VALUES (...), ...` of exactly `N` rows.
-        pub(super) struct Rows<'s, 'r, 'a, const N: usize>(&'s [Stamped<'r, 'a>; N]);
+        pub(super) struct Rows<'s, 'a, const N: usize>(&'s [NewMessageRow<'a>; N]);
 
-        impl<const N: usize> QueryId for Rows<'_, '_, '_, N> {
-            type QueryId = Rows<'static, 'static, 'static, N>;
+        impl<const N: usize> QueryId for Rows<'_, '_, N> {
+            type QueryId = Rows<'static, 'static, N>;
             const HAS_STATIC_QUERY_ID: bool = true;
         }
 
-        impl<const N: usize> QueryFragment<Sqlite> for Rows<'_, '_, '_, N> {
+        impl<const N: usize> QueryFragment<Sqlite> for Rows<'_, '_, N> {
             fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Sqlite>) -> QueryResult<()> {
                 out.push_sql(
                     "INSERT INTO comms_messages (channel, provider, recipients, subject, \
                      preview, provider_id, status, error, user_id, created_at, updated_at, \
                      reference) VALUES ",
                 );
-                for (i, stamped) in self.0.iter().enumerate() {
-                    let row = stamped.row;
+                for (i, row) in self.0.iter().enumerate() {
                     out.push_sql(if i == 0 { "(" } else { ", (" });
                     out.push_bind_param::<Text, _>(row.channel)?;
                     out.push_sql(", ");
@@ -197,9 +177,9 @@ kernel::__sqlite! {
                     out.push_sql(", ");
                     out.push_bind_param::<Nullable<BigInt>, _>(&row.user_id)?;
                     out.push_sql(", ");
-                    out.push_bind_param::<Timestamp, _>(&stamped.created_at)?;
+                    out.push_bind_param::<Timestamp, _>(&row.created_at)?;
                     out.push_sql(", ");
-                    out.push_bind_param::<Timestamp, _>(&stamped.updated_at)?;
+                    out.push_bind_param::<Timestamp, _>(&row.updated_at)?;
                     out.push_sql(", ");
                     out.push_bind_param::<Nullable<Text>, _>(&row.reference)?;
                     out.push_sql(")");
@@ -208,7 +188,7 @@ kernel::__sqlite! {
             }
         }
 
-        impl<Conn, const N: usize> diesel::RunQueryDsl<Conn> for Rows<'_, '_, '_, N> {}
+        impl<Conn, const N: usize> diesel::RunQueryDsl<Conn> for Rows<'_, '_, N> {}
     }
 }
 
@@ -256,8 +236,8 @@ mod tests {
             },
             error: i.is_multiple_of(7).then_some("bounced"),
             user_id: (!i.is_multiple_of(5)).then_some(i as i64),
-            created_at: base + chrono::TimeDelta::microseconds(i as i64 * 1_001),
-            updated_at: base,
+            created_at: StoredTime(base + chrono::TimeDelta::microseconds(i as i64 * 1_001)),
+            updated_at: StoredTime(base),
             reference: None,
         };
         let mut next = 0;
@@ -304,8 +284,8 @@ mod tests {
                     want.status,
                     want.error,
                     want.user_id,
-                    want.created_at,
-                    want.updated_at,
+                    want.created_at.0,
+                    want.updated_at.0,
                 ),
                 "row {i}"
             );
@@ -315,7 +295,7 @@ mod tests {
     /// A batch with a bad row writes none of its rows, however many statements it takes.
     async fn a_batch_is_all_or_nothing(db: TestDb) {
         let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
-        let now = kernel::time::now();
+        let now = StoredTime(kernel::time::now());
         let ids: Vec<String> = (0..70).map(|i| format!("q{i}")).collect();
         let mut batch: Vec<NewMessageRow<'_>> = ids
             .iter()
