@@ -314,10 +314,16 @@ async fn transactions_dropped_between_statements_roll_back() {
         };
         let timed_out = tokio::time::timeout(std::time::Duration::from_millis(100), dropped).await;
         assert!(timed_out.is_err(), "the transaction was still sleeping");
-        // A writer on another pool gets the lock without waiting out the busy timeout.
+        // A writer on another pool gets the lock without waiting out the busy timeout, and one
+        // of the same pool its turn (`SqlitePool::write_turn`).
         let other = DbPool::connect(&db.url, 1).await.unwrap();
         write_tx!(&other, NoteError, |tx| {
             insert(tx, "after").await?;
+            Ok(())
+        })
+        .unwrap();
+        write_tx!(&pool, NoteError, |tx| {
+            insert(tx, "after, here").await?;
             Ok(())
         })
         .unwrap();
@@ -328,10 +334,41 @@ async fn transactions_dropped_between_statements_roll_back() {
         for pooled in &mut held {
             assert_eq!(
                 count(&mut pooled.conn()).await.unwrap(),
-                1,
+                2,
                 "{:?}",
                 db.backend
             );
         }
     }
+}
+
+/// SQLite: a write transaction that finds another of its pool open waits for its turn without
+/// blocking its thread (`SqlitePool::write_turn`), so on one thread the first one finishes and
+/// the second then commits. Blocked in SQLite's busy handler instead, the second would hold the
+/// thread until its busy timeout and fail with `database is locked`.
+#[tokio::test(flavor = "current_thread")]
+async fn a_writer_waits_for_its_turn_without_blocking_its_thread() {
+    let db = TestDb::sqlite().await;
+    let pool = pool(&db).await;
+    let (first, second) = tokio::join!(
+        async {
+            write_tx!(&pool, NoteError, |tx| {
+                insert(tx, "first").await?;
+                // The transaction stays open while the second one starts.
+                tokio::task::yield_now().await;
+                insert(tx, "first, again").await?;
+                Ok(())
+            })
+        },
+        async {
+            write_tx!(&pool, NoteError, |tx| {
+                insert(tx, "second").await?;
+                Ok(())
+            })
+        },
+    );
+    first.unwrap();
+    second.unwrap();
+    let mut pooled = pool.get().await.unwrap();
+    assert_eq!(count(&mut pooled.conn()).await.unwrap(), 3);
 }

@@ -23,13 +23,11 @@
 //! - [`GroupCommit::new`]: one queue for the process, on the unit runtime on SQLite (whose
 //!   statements block their thread), else on its first caller's runtime. The largest batches:
 //!   for writes whose cost is mostly their commit.
-//! - [`GroupCommit::per_runtime`]: as units too, but a process serves HTTP on several
-//!   single-threaded runtimes (one per worker), and without a unit runtime each of them gets a
-//!   queue of its own, so that an item, its batch and its outcome stay on one thread. Handed to
-//!   another thread, an item cost two wake-ups of a sleeping thread (its hand-over and its
-//!   outcome), each a system call and a trip through that thread's event loop.
-//! - [`GroupCommit::beside_callers`]: a queue per caller's runtime always, for work that never
-//!   blocks a thread.
+//! - [`GroupCommit::beside_callers`]: a queue per caller's runtime, its batches there. A process
+//!   serves HTTP on several single-threaded runtimes (one per worker), so an item, its batch and
+//!   its outcome stay on one thread. Handed to another thread, an item cost two wake-ups of a
+//!   sleeping thread (its hand-over and its outcome), each a system call and a trip through that
+//!   thread's event loop.
 //!
 //! The `writers` limit holds for all queues together.
 
@@ -51,10 +49,7 @@ enum Place {
     /// One queue for the process, its batches units of work ([`spawn_unit`](super::spawn_unit)):
     /// on the unit runtime once the process has one, else on the first caller's runtime.
     Together,
-    /// Batches as units of work, one queue per runtime they run on: the unit runtime's alone
-    /// once the process has one, else each caller's runtime's.
-    Units,
-    /// One queue per caller's runtime, its batches there: work that never blocks a thread.
+    /// One queue per caller's runtime, its batches there: short work on a hot path.
     Callers,
 }
 
@@ -91,22 +86,12 @@ impl<T: Send + 'static, R: Send + 'static> GroupCommit<T, R> {
         Self::placed(Place::Together, batch, writers, write)
     }
 
-    /// Batches that run as units of work, gathered apart on each runtime they run on: on SQLite
-    /// all on the unit runtime, as with [`new`](Self::new); otherwise each HTTP worker's items
-    /// are batched on its own thread. For small writes made on every request of a hot path,
-    /// where a hand-off to another thread costs more than a smaller batch (comms' message
-    /// log). Otherwise as [`new`](Self::new).
-    pub fn per_runtime<F, Fut>(batch: usize, writers: usize, write: F) -> Self
-    where
-        F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Vec<R>> + Send + 'static,
-    {
-        Self::placed(Place::Units, batch, writers, write)
-    }
-
-    /// Batches that run on their callers' runtime, those of each runtime apart: for work that
-    /// only awaits I/O or reads through an index (a provider call, a lookup), which then never
-    /// hands off to another thread. Otherwise as [`new`](Self::new).
+    /// Batches that run on their callers' runtime, those of each runtime apart: for work made on
+    /// every request of a hot path, where a hand-off to another thread costs more than a smaller
+    /// batch (a provider call, a lookup, comms' message log). On SQLite such a batch runs its
+    /// statements on the caller's thread (an HTTP worker), so it must be short: a lookup
+    /// through an index, or a write of a few rows, which waits for its turn without blocking
+    /// ([`SqlitePool`](super::SqlitePool)). Otherwise as [`new`](Self::new).
     pub fn beside_callers<F, Fut>(batch: usize, writers: usize, write: F) -> Self
     where
         F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
@@ -145,10 +130,9 @@ impl<T: Send + 'static, R: Send + 'static> GroupCommit<T, R> {
             (Some(here), Some(id))
         };
         // Where the queue's task runs (`None`: the caller's runtime), and which queue it is.
-        let (home, id) = match (self.place, super::unit_runtime()) {
-            (Place::Together, units) => (units, None),
-            (Place::Units, Some(units)) => (Some(units), None),
-            (Place::Units, None) | (Place::Callers, _) => here(),
+        let (home, id) = match self.place {
+            Place::Together => (super::unit_runtime(), None),
+            Place::Callers => here(),
         };
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
         let pending = match queues.iter().find(|(queue, _)| *queue == id) {

@@ -52,7 +52,9 @@ pub use shared::SharedPg;
 pub fn pin_thread(_index: usize) {}
 
 #[cfg(feature = "sqlite")]
-pub use sqlite::{InIds, SqliteConn, SqliteRunQueryDsl, SqliteTransactions, in_ids, in_texts};
+pub use sqlite::{
+    InIds, SqliteConn, SqlitePool, SqliteRunQueryDsl, SqliteTransactions, in_ids, in_texts,
+};
 
 /// The default database: an SQLite file created with its folder on first start.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/keel.db";
@@ -154,7 +156,7 @@ pub enum DbPool {
     #[cfg(feature = "postgres")]
     Postgres(PgPool),
     #[cfg(feature = "sqlite")]
-    Sqlite(Pool<SqliteConn>),
+    Sqlite(SqlitePool),
 }
 
 /// The default bound of [`DbPool::connect`] on waiting for a connection (`DATABASE_TIMEOUT_SECONDS`).
@@ -323,7 +325,7 @@ impl DbPool {
                     .build()
                     .map_err(|e| DbError::Connect(e.to_string()))?;
                 start_unit_runtime(size)?;
-                let db = DbPool::Sqlite(pool);
+                let db = DbPool::Sqlite(SqlitePool::new(pool));
                 db.ping().await?;
                 Ok(db)
             }
@@ -703,7 +705,7 @@ macro_rules! write_tx {
             }
             $crate::__sqlite! {
                 if let $crate::db::DbPool::Sqlite(p) = pool {
-                    break 'tx $crate::__sqlite_tx!(p, $err, begin_immediate, |$tx| $body);
+                    break 'tx $crate::__sqlite_tx!(p, $err, true, begin_immediate, |$tx| $body);
                 }
             }
             unreachable!("a pool of a backend this build does not have")
@@ -747,7 +749,7 @@ macro_rules! read_snapshot {
             }
             $crate::__sqlite! {
                 if let $crate::db::DbPool::Sqlite(p) = pool {
-                    break 'read $crate::__sqlite_tx!(p, $err, begin_read, |$conn| $body);
+                    break 'read $crate::__sqlite_tx!(p, $err, false, begin_read, |$conn| $body);
                 }
             }
             unreachable!("a pool of a backend this build does not have")
@@ -788,7 +790,8 @@ macro_rules! __sqlite {
 }
 
 /// The SQLite arm of [`write_tx!`](crate::write_tx) and [`read_snapshot!`](crate::read_snapshot):
-/// checks a connection out of pool `p`, opens a transaction with `$begin`
+/// checks a connection out of pool `p` (when `$write`, after taking the process's turn to write:
+/// [`SqlitePool::write_turn`]), opens a transaction with `$begin`
 /// ([`SqliteConn::begin_immediate`] or [`SqliteConn::begin_read`]), runs `body` with
 /// `$tx: &mut DbConn`, commits on `Ok` and rolls back on `Err`. The connection is held in a
 /// [`SqliteTxConn`], which rolls back at once when the future is dropped between two statements
@@ -796,8 +799,11 @@ macro_rules! __sqlite {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __sqlite_tx {
-    ($p:expr, $err:ty, $begin:ident, |$tx:ident| $body:expr) => {
+    ($p:expr, $err:ty, $write:literal, $begin:ident, |$tx:ident| $body:expr) => {
         async {
+            // A write transaction holds the process's turn to write until it ends (see
+            // `SqlitePool`); taken before the connection, so that waiting for it holds none.
+            let _turn = if $write { $p.write_turn().await } else { None };
             let mut o = $crate::db::SqliteTxConn::new(
                 $p.get()
                     .await

@@ -15,6 +15,7 @@
 
 use std::cell::Cell;
 use std::future::{Ready, ready};
+use std::sync::Arc;
 
 use diesel::connection::{
     AnsiTransactionManager as SyncTransactions, CacheSize, Connection, Instrumentation,
@@ -26,10 +27,51 @@ use diesel::result::{ConnectionResult, Error as QueryError, QueryResult};
 use diesel::row::IntoOwnedRow;
 use diesel::sql_types::Untyped;
 use diesel::sqlite::{Sqlite, SqliteConnection};
+use diesel_async::pooled_connection::deadpool::{Object, Pool, PoolError};
 use diesel_async::{
     AsyncConnection, AsyncConnectionCore, SimpleAsyncConnection, TransactionManager,
 };
 use futures_util::stream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// A pool of connections to one SQLite database, and the turn its write transactions take.
+///
+/// SQLite runs one write transaction at a time. A `BEGIN IMMEDIATE` that finds another
+/// connection writing waits in SQLite's busy handler, which blocks its thread and sleeps 1, 2,
+/// 5, 10 ms and more between tries: long after the other writer committed, and on whatever
+/// thread ran it, an HTTP worker included. So the process's write transactions
+/// ([`write_tx!`](crate::write_tx)) first take their turn here, awaited without blocking a
+/// thread, and each starts the moment the one before it ends. Only another process (the CLI, a
+/// backup) still meets the busy handler.
+#[derive(Clone)]
+pub struct SqlitePool {
+    conns: Pool<SqliteConn>,
+    writer: Arc<Semaphore>,
+}
+
+impl SqlitePool {
+    pub(super) fn new(conns: Pool<SqliteConn>) -> Self {
+        SqlitePool {
+            conns,
+            writer: Arc::new(Semaphore::new(1)),
+        }
+    }
+
+    /// Checks a connection out.
+    pub async fn get(&self) -> Result<Object<SqliteConn>, PoolError> {
+        self.conns.get().await
+    }
+
+    pub(super) fn status(&self) -> deadpool::Status {
+        self.conns.status()
+    }
+
+    /// The process's turn to write, held until the permit is dropped (after the commit or the
+    /// rollback). `None` never happens: the semaphore is never closed.
+    pub async fn write_turn(&self) -> Option<OwnedSemaphorePermit> {
+        self.writer.clone().acquire_owned().await.ok()
+    }
+}
 
 /// The busy timeout comes first: switching a new file to WAL takes a lock, and without the
 /// timeout in force a second process opening the file at that moment fails at once with
