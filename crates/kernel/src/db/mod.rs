@@ -790,7 +790,7 @@ macro_rules! __sqlite {
 }
 
 /// The SQLite arm of [`write_tx!`](crate::write_tx) and [`read_snapshot!`](crate::read_snapshot):
-/// checks a connection out of pool `p` (when `$write`, after taking the process's turn to write:
+/// checks a connection out of pool `p` (when `$write`, after taking the pool's turn to write:
 /// [`SqlitePool::write_turn`]), opens a transaction with `$begin`
 /// ([`SqliteConn::begin_immediate`] or [`SqliteConn::begin_read`]), runs `body` with
 /// `$tx: &mut DbConn`, commits on `Ok` and rolls back on `Err`. The connection is held in a
@@ -801,7 +801,7 @@ macro_rules! __sqlite {
 macro_rules! __sqlite_tx {
     ($p:expr, $err:ty, $write:literal, $begin:ident, |$tx:ident| $body:expr) => {
         async {
-            // A write transaction holds the process's turn to write until it ends (see
+            // A write transaction holds the pool's turn to write until it ends (see
             // `SqlitePool`); taken before the connection, so that waiting for it holds none.
             let _turn = if $write { $p.write_turn().await } else { None };
             let mut o = $crate::db::SqliteTxConn::new(

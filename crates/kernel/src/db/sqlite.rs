@@ -39,10 +39,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// SQLite runs one write transaction at a time. A `BEGIN IMMEDIATE` that finds another
 /// connection writing waits in SQLite's busy handler, which blocks its thread and sleeps 1, 2,
 /// 5, 10 ms and more between tries: long after the other writer committed, and on whatever
-/// thread ran it, an HTTP worker included. So the process's write transactions
+/// thread ran it, an HTTP worker included. So the pool's write transactions
 /// ([`write_tx!`](crate::write_tx)) first take their turn here, awaited without blocking a
-/// thread, and each starts the moment the one before it ends. Only another process (the CLI, a
-/// backup) still meets the busy handler.
+/// thread, and each starts the moment the one before it ends. The server opens one pool; only a
+/// writer of another pool or process (the CLI, a backup) still meets the busy handler.
 #[derive(Clone)]
 pub struct SqlitePool {
     conns: Pool<SqliteConn>,
@@ -66,7 +66,7 @@ impl SqlitePool {
         self.conns.status()
     }
 
-    /// The process's turn to write, held until the permit is dropped (after the commit or the
+    /// The pool's turn to write, held until the permit is dropped (after the commit or the
     /// rollback). `None` never happens: the semaphore is never closed.
     pub async fn write_turn(&self) -> Option<OwnedSemaphorePermit> {
         self.writer.clone().acquire_owned().await.ok()
