@@ -65,8 +65,8 @@ impl LogWriter {
     pub(super) fn new(pool: DbPool) -> Self {
         // A row on every send: each HTTP worker batches its own sends' rows, on its own thread.
         // Against one queue for all, which on SQLite ran on the unit runtime's threads, an email
-        // send cost about 25 % less CPU on SQLite (its row's hand-over and its outcome each woke
-        // another thread) and about 8 % less on PostgreSQL. On SQLite the batch's statements
+        // send cost about a fifth less CPU on SQLite (its row's hand-over and its outcome each
+        // woke another thread) and about 8 % less on PostgreSQL. On SQLite the batch's statements
         // block the worker while they run: a few rows' inserts, after the turn to write
         // (`kernel::db::SqlitePool`), which it awaits without blocking.
         LogWriter(GroupCommit::beside_callers(
