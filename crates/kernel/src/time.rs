@@ -129,10 +129,10 @@ fn parse_sqlite_text(text: &str) -> Option<NaiveDateTime> {
     date.and_hms_nano_opt(number(11, 13)?, number(14, 16)?, number(17, 19)?, nanos)
 }
 
-/// A `Timestamp` column read with [`parse_sqlite_text`] on SQLite (falling back to diesel's own
+/// A `Timestamp` column read with `parse_sqlite_text` on SQLite (falling back to diesel's own
 /// reader for any other text) and with diesel's reader on PostgreSQL. Hot rows read their times
 /// through it: `#[diesel(deserialize_as = kernel::time::StoredTime)]`. Bound as a parameter, it
-/// is written on SQLite by [`sqlite_text`] (the same text diesel writes, sooner), on PostgreSQL by
+/// is written on SQLite by `sqlite_text` (the same text diesel writes, sooner), on PostgreSQL by
 /// diesel: `#[diesel(serialize_as = kernel::time::StoredTime)]` on a field of an insert.
 #[derive(Debug, Clone, Copy, diesel::deserialize::FromSqlRow, diesel::expression::AsExpression)]
 #[diesel(sql_type = diesel::sql_types::Timestamp)]

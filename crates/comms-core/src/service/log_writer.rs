@@ -107,7 +107,7 @@ async fn write_all(pool: &DbPool, rows: &[LogRow]) -> Vec<Result<usize, CommsErr
 }
 
 /// Writes the rows, all or none: on PostgreSQL one statement, atomic on its own; on SQLite one
-/// transaction of a statement per row (see [`store::insert_all`]).
+/// transaction of a few multi-row statements (see [`store::insert_all`]).
 async fn insert(pool: &DbPool, rows: &[LogRow]) -> Result<(), CommsError> {
     let new: Vec<NewMessageRow<'_>> = rows.iter().map(LogRow::as_new).collect();
     match pool.backend() {

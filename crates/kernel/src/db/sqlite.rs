@@ -41,8 +41,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// 5, 10 ms and more between tries: long after the other writer committed, and on whatever
 /// thread ran it, an HTTP worker included. So the pool's write transactions
 /// ([`write_tx!`](crate::write_tx)) first take their turn here, awaited without blocking a
-/// thread, and each starts the moment the one before it ends. The server opens one pool; only a
-/// writer of another pool or process (the CLI, a backup) still meets the busy handler.
+/// thread, and each starts the moment the one before it ends. Only writes outside
+/// `write_tx!` still meet the busy handler: those of another pool or process (the CLI, a
+/// backup; the server opens one pool), and single statements run on their own (autocommit),
+/// which take SQLite's lock without a turn.
 #[derive(Clone)]
 pub struct SqlitePool {
     conns: Pool<SqliteConn>,
