@@ -78,7 +78,7 @@ pub struct AiModule {
     #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     config: AiConfig,
     #[cfg_attr(not(feature = "cli"), allow(dead_code))]
-    http: reqwest::Client,
+    http: kernel::http_client::HttpClient,
     #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     store: Arc<dyn ConversationStore>,
     meter: Arc<Meter>,
@@ -91,7 +91,7 @@ pub struct AiModule {
 /// work.
 fn service(
     config: AiConfig,
-    http: &reqwest::Client,
+    http: &kernel::http_client::HttpClient,
     store: Arc<dyn ConversationStore>,
     meter: Arc<Meter>,
 ) -> Arc<dyn AiService> {

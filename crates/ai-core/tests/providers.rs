@@ -96,7 +96,7 @@ fn sim() -> SimHandle {
     .unwrap()
 }
 
-fn http() -> reqwest::Client {
+fn http() -> kernel::http_client::HttpClient {
     kernel::http_client::HttpClientSettings::default()
         .build()
         .unwrap()

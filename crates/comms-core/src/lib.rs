@@ -116,7 +116,7 @@ impl BuildModule for CommsModule {
         vec![cli::command()]
     }
 
-    /// Builds the module with Resend and Twilio clients over the shared HTTP client. Channels
+    /// Builds the module with Resend and Twilio clients over the outbound HTTP client. Channels
     /// whose settings are missing answer 503 naming the setting.
     async fn build(config: CommsConfig, deps: &Deps) -> Result<Self, ModuleError> {
         for channel in Channel::ALL {

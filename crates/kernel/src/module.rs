@@ -51,9 +51,11 @@ pub struct Deps {
     /// What the modules built before this one provide (see [`crate::capability`]): read with
     /// [`Deps::get`].
     pub capabilities: Capabilities,
-    /// The shared HTTP client for provider calls (see [`crate::http_client`]).
+    /// The outbound HTTP client for provider calls (see [`crate::http_client`]): providers keep
+    /// it and take the calling thread's client ([`HttpClient::get`](crate::http_client::HttpClient::get))
+    /// on each call. A host with a `reqwest::Client` of its own hands it over with `.into()`.
     #[cfg(feature = "http-client")]
-    pub http: reqwest::Client,
+    pub http: crate::http_client::HttpClient,
     /// Body limits.
     pub limits: BodyLimits,
     /// The deployment's Redis, for state that several instances must share.

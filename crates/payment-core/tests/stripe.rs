@@ -18,7 +18,7 @@ fn start() -> SimHandle {
     ProviderSim::start(SimConfig::default()).unwrap()
 }
 
-fn http() -> reqwest::Client {
+fn http() -> kernel::http_client::HttpClient {
     kernel::http_client::HttpClientSettings::default()
         .build()
         .unwrap()

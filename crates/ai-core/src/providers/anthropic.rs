@@ -10,12 +10,12 @@ use super::{ChatModel, ChatRequest, ChatStream, Completion, Endpoint, ProviderEr
 const VERSION: &str = "2023-06-01";
 
 pub struct Anthropic {
-    http: reqwest::Client,
+    http: kernel::http_client::HttpClient,
     endpoint: Endpoint,
 }
 
 impl Anthropic {
-    pub fn new(http: reqwest::Client, endpoint: Endpoint) -> Self {
+    pub fn new(http: kernel::http_client::HttpClient, endpoint: Endpoint) -> Self {
         Anthropic { http, endpoint }
     }
 
@@ -40,6 +40,7 @@ impl Anthropic {
         };
         let builder = self
             .http
+            .get()
             .post(wire::url(&self.endpoint.base_url, "messages"))
             .header("anthropic-version", VERSION)
             .json(&body);

@@ -8,12 +8,12 @@ use super::wire::{self, Ending, Step};
 use super::{ChatModel, ChatRequest, ChatStream, Completion, Endpoint, ProviderError, Role, Usage};
 
 pub struct Cohere {
-    http: reqwest::Client,
+    http: kernel::http_client::HttpClient,
     endpoint: Endpoint,
 }
 
 impl Cohere {
-    pub fn new(http: reqwest::Client, endpoint: Endpoint) -> Self {
+    pub fn new(http: kernel::http_client::HttpClient, endpoint: Endpoint) -> Self {
         Cohere { http, endpoint }
     }
 
@@ -44,6 +44,7 @@ impl Cohere {
         };
         let builder = self
             .http
+            .get()
             .post(wire::url(&self.endpoint.base_url, "chat"))
             .json(&body);
         match &self.endpoint.api_key {

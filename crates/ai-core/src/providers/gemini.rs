@@ -10,12 +10,12 @@ use super::wire::{self, Ending, Step};
 use super::{ChatModel, ChatRequest, ChatStream, Completion, Endpoint, ProviderError, Role};
 
 pub struct Gemini {
-    http: reqwest::Client,
+    http: kernel::http_client::HttpClient,
     endpoint: Endpoint,
 }
 
 impl Gemini {
-    pub fn new(http: reqwest::Client, endpoint: Endpoint) -> Self {
+    pub fn new(http: kernel::http_client::HttpClient, endpoint: Endpoint) -> Self {
         Gemini { http, endpoint }
     }
 
@@ -52,6 +52,7 @@ impl Gemini {
         let path = format!("models/{}:{method}", request.model);
         let builder = self
             .http
+            .get()
             .post(wire::url(&self.endpoint.base_url, &path))
             .json(&body);
         match &self.endpoint.api_key {

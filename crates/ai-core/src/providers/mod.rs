@@ -185,8 +185,8 @@ pub struct Endpoint {
     pub timeout: Duration,
 }
 
-/// The client for `endpoint`, over the shared HTTP client.
-pub fn client(http: reqwest::Client, endpoint: Endpoint) -> Arc<dyn ChatModel> {
+/// The client for `endpoint`, over the outbound HTTP client.
+pub fn client(http: kernel::http_client::HttpClient, endpoint: Endpoint) -> Arc<dyn ChatModel> {
     match endpoint.dialect {
         Dialect::OpenAi => Arc::new(openai::OpenAi::new(http, endpoint)),
         Dialect::Anthropic => Arc::new(anthropic::Anthropic::new(http, endpoint)),

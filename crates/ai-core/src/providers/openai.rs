@@ -9,12 +9,12 @@ use super::wire::{self, Ending, Step};
 use super::{ChatModel, ChatRequest, ChatStream, Completion, Endpoint, ProviderError, Role, Usage};
 
 pub struct OpenAi {
-    http: reqwest::Client,
+    http: kernel::http_client::HttpClient,
     endpoint: Endpoint,
 }
 
 impl OpenAi {
-    pub fn new(http: reqwest::Client, endpoint: Endpoint) -> Self {
+    pub fn new(http: kernel::http_client::HttpClient, endpoint: Endpoint) -> Self {
         OpenAi { http, endpoint }
     }
 
@@ -48,6 +48,7 @@ impl OpenAi {
         };
         let builder = self
             .http
+            .get()
             .post(wire::url(&self.endpoint.base_url, "chat/completions"))
             .json(&body);
         match &self.endpoint.api_key {

@@ -57,9 +57,9 @@ pub struct Router {
 }
 
 impl Router {
-    /// The chain of `config` over the shared HTTP client, each call counted in the provider-call
+    /// The chain of `config` over the outbound HTTP client, each call counted in the provider-call
     /// metric under its provider.
-    pub fn new(config: &AiConfig, http: &reqwest::Client) -> Self {
+    pub fn new(config: &AiConfig, http: &kernel::http_client::HttpClient) -> Self {
         let routes = config
             .chain()
             .into_iter()

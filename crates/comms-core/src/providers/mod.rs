@@ -1,5 +1,5 @@
-//! The provider clients, each behind a trait, with one real implementation over the shared
-//! `reqwest::Client`: Resend for email, Twilio for SMS and calls.
+//! The provider clients, each behind a trait, with one real implementation over the outbound
+//! `HttpClient` (`kernel::http_client`): Resend for email, Twilio for SMS and calls.
 
 use std::time::Duration;
 

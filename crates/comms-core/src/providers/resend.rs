@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use kernel::db::GroupCommit;
+use kernel::http_client::HttpClient;
 use reqwest::header::CONTENT_TYPE;
 
 use super::{EmailProvider, OutgoingEmail, ProviderError};
@@ -44,7 +45,7 @@ pub struct Resend {
 }
 
 impl Resend {
-    pub fn new(http: reqwest::Client, base: &str, api_key: &str, timeout: Duration) -> Self {
+    pub fn new(http: HttpClient, base: &str, api_key: &str, timeout: Duration) -> Self {
         let client = Arc::new(Client {
             http,
             base: base.trim_end_matches('/').to_owned(),
@@ -74,7 +75,7 @@ impl EmailProvider for Resend {
 }
 
 struct Client {
-    http: reqwest::Client,
+    http: HttpClient,
     /// `RESEND_API_BASE` without a trailing slash.
     base: String,
     api_key: String,
@@ -137,6 +138,7 @@ impl Client {
 
     fn post(&self, path: &str, json: Vec<u8>) -> reqwest::RequestBuilder {
         self.http
+            .get()
             .post(format!("{}{path}", self.base))
             .bearer_auth(&self.api_key)
             .header(CONTENT_TYPE, "application/json")

@@ -2,12 +2,14 @@
 
 use std::time::Duration;
 
+use kernel::http_client::HttpClient;
+
 use super::{OutgoingCall, OutgoingSms, ProviderError, Receipt, TelephonyProvider};
 
 const API_VERSION: &str = "2010-04-01";
 
 pub struct Twilio {
-    http: reqwest::Client,
+    http: HttpClient,
     /// `TWILIO_API_BASE` without a trailing slash.
     base: String,
     account_sid: String,
@@ -17,7 +19,7 @@ pub struct Twilio {
 
 impl Twilio {
     pub fn new(
-        http: reqwest::Client,
+        http: HttpClient,
         base: &str,
         account_sid: &str,
         auth_token: &str,
@@ -43,6 +45,7 @@ impl Twilio {
         );
         let request = self
             .http
+            .get()
             .post(url)
             .basic_auth(&self.account_sid, Some(&self.auth_token))
             .form(form);

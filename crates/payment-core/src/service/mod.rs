@@ -280,7 +280,7 @@ impl PaymentServiceImpl {
     pub(crate) fn new(
         pool: DbPool,
         config: PaymentConfig,
-        http: reqwest::Client,
+        http: kernel::http_client::HttpClient,
         read_cache: bool,
     ) -> Self {
         let stripe = config

@@ -6,6 +6,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use kernel::http_client::HttpClient;
 use kernel::metrics::{CallOutcome, PendingCall};
 use reqwest::StatusCode;
 use reqwest::header::CONTENT_TYPE;
@@ -186,10 +187,10 @@ impl Form {
     }
 }
 
-/// Stripe's REST API on the shared HTTP client.
+/// Stripe's REST API on the outbound HTTP client.
 #[derive(Clone)]
 pub struct Stripe {
-    http: reqwest::Client,
+    http: HttpClient,
     /// `STRIPE_API_BASE` without a trailing slash (paths start with `/v1`).
     base: String,
     secret_key: String,
@@ -207,7 +208,7 @@ impl fmt::Debug for Stripe {
 }
 
 impl Stripe {
-    pub fn new(http: reqwest::Client, base: &str, secret_key: &str, timeout: Duration) -> Self {
+    pub fn new(http: HttpClient, base: &str, secret_key: &str, timeout: Duration) -> Self {
         Stripe {
             http,
             base: base.trim_end_matches('/').to_owned(),
@@ -355,6 +356,7 @@ impl Stripe {
         };
         let sent = self
             .http
+            .get()
             .post(url)
             .bearer_auth(&self.secret_key)
             .header("Idempotency-Key", idempotency_key)

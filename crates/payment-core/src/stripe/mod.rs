@@ -1,4 +1,4 @@
-//! Stripe over its REST API (form-encoded requests, JSON answers) on the shared `reqwest::Client`,
+//! Stripe over its REST API (form-encoded requests, JSON answers) on the outbound HTTP client,
 //! and the verification of its webhook signatures.
 
 mod client;
