@@ -372,3 +372,72 @@ async fn a_writer_waits_for_its_turn_without_blocking_its_thread() {
     let mut pooled = pool.get().await.unwrap();
     assert_eq!(count(&mut pooled.conn()).await.unwrap(), 3);
 }
+
+/// SQLite: the pool's connections make no checkpoints of their own (`wal_autocheckpoint=0`);
+/// the pool's checkpointer makes them after its writes, holding the pool's turn, so the
+/// pages reach the database file without anyone asking, and the next writes start the WAL over
+/// instead of growing it (`kernel::db::checkpoint`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_checkpoints_between_its_writes_and_the_wal_starts_over() {
+    #[derive(diesel::QueryableByName)]
+    struct Setting {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        wal_autocheckpoint: i64,
+    }
+    let db = TestDb::sqlite().await;
+    let pool = pool(&db).await;
+    let mut pooled = pool.get().await.unwrap();
+    let setting: Setting = with_conn!(&mut pooled.conn(), |c| {
+        diesel::sql_query("PRAGMA wal_autocheckpoint")
+            .get_result(c)
+            .await
+    })
+    .unwrap();
+    assert_eq!(setting.wal_autocheckpoint, 0);
+    drop(pooled);
+
+    let path = db.url.trim_start_matches("sqlite://").to_owned();
+    let size = |suffix: &str| {
+        std::fs::metadata(format!("{path}{suffix}"))
+            .map(|m| m.len())
+            .unwrap_or(0)
+    };
+    // 50 transactions of four 4 KB rows: about 800 KB of pages, far below SQLite's own
+    // threshold (1,000 pages), so only the pool's checkpointer copies them into the file.
+    let write = |batch: usize| {
+        let pool = pool.clone();
+        async move {
+            for n in 0..50 {
+                write_tx!(&pool, NoteError, |tx| {
+                    for row in 0..4 {
+                        let title = format!("{batch}.{n}.{row}.{}", "x".repeat(4096));
+                        insert(tx, &title).await?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            }
+        }
+    };
+    write(1).await;
+    let written = size("-wal");
+    assert!(written > 800_000, "the WAL holds {written} bytes");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while size("") < 800_000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint: the database file holds {} bytes",
+            size("")
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The checkpoint reached the WAL's end: as many pages again are written over its start.
+    write(2).await;
+    let again = size("-wal");
+    assert!(
+        again < written + written / 2,
+        "the WAL grew from {written} to {again} bytes: it did not start over"
+    );
+    let mut pooled = pool.get().await.unwrap();
+    assert_eq!(count(&mut pooled.conn()).await.unwrap(), 400);
+}

@@ -30,6 +30,8 @@ use diesel_migrations::EmbeddedMigrations;
 use diesel_migrations::MigrationHarness;
 
 mod cached;
+#[cfg(feature = "sqlite")]
+mod checkpoint;
 mod group;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -275,8 +277,9 @@ impl Drop for SqliteTxConn {
 }
 
 impl DbPool {
-    /// Opens a pool for `url` (see [`parse_url`]). For SQLite the file's folder is created and every
-    /// connection gets WAL mode, a busy timeout, foreign keys and `synchronous=NORMAL`.
+    /// Opens a pool for `url` (see [`parse_url`]). For SQLite the file's folder is created, every
+    /// connection gets WAL mode, a busy timeout, foreign keys and `synchronous=NORMAL`, and the
+    /// pool makes the file's checkpoints on a database thread (see `db/checkpoint.rs`).
     pub async fn connect(url: &str, max_size: usize) -> Result<Self, DbError> {
         Self::connect_with_timeout(url, max_size, DEFAULT_TIMEOUT).await
     }
@@ -313,8 +316,15 @@ impl DbPool {
                 // runs no test statement; a connection left in a transaction is still discarded.
                 let mut config = ManagerConfig::<SqliteConn>::default();
                 config.recycling_method = RecyclingMethod::Fast;
-                let manager =
-                    AsyncDieselConnectionManager::<SqliteConn>::new_with_config(target, config);
+                if !in_memory {
+                    config.custom_setup = Box::new(|path| {
+                        Box::pin(std::future::ready(SqliteConn::open_pooled(path)))
+                    });
+                }
+                let manager = AsyncDieselConnectionManager::<SqliteConn>::new_with_config(
+                    target.clone(),
+                    config,
+                );
                 // Every `:memory:` connection is a separate database, so it gets exactly one.
                 let size = if in_memory { 1 } else { max_size.max(1) };
                 let pool = Pool::builder(manager)
@@ -325,7 +335,10 @@ impl DbPool {
                     .build()
                     .map_err(|e| DbError::Connect(e.to_string()))?;
                 start_unit_runtime(size)?;
-                let db = DbPool::Sqlite(SqlitePool::new(pool));
+                let units = unit_runtime()
+                    .ok_or_else(|| DbError::Connect("the database threads did not start".into()))?;
+                let file = (!in_memory).then_some((target, &units));
+                let db = DbPool::Sqlite(SqlitePool::new(pool, file));
                 db.ping().await?;
                 Ok(db)
             }

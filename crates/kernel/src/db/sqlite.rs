@@ -34,6 +34,8 @@ use diesel_async::{
 use futures_util::stream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::checkpoint::{Checkpoints, POOLED_PRAGMAS};
+
 /// A pool of connections to one SQLite database, and the turn its write transactions take.
 ///
 /// SQLite runs one write transaction at a time. A `BEGIN IMMEDIATE` that finds another
@@ -45,17 +47,31 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// `write_tx!` still meet the busy handler: those of another pool or process (the CLI, a
 /// backup; the server opens one pool), and single statements run on their own (autocommit),
 /// which take SQLite's lock without a turn.
+///
+/// A pool of a database file also makes its checkpoints on a database thread (see
+/// `db/checkpoint.rs`): its connections, opened with
+/// [`open_pooled`](SqliteConn::open_pooled), make none.
 #[derive(Clone)]
 pub struct SqlitePool {
     conns: Pool<SqliteConn>,
     writer: Arc<Semaphore>,
+    /// `None` for an in-memory database, which has no WAL.
+    checkpoints: Option<Checkpoints>,
 }
 
 impl SqlitePool {
-    pub(super) fn new(conns: Pool<SqliteConn>) -> Self {
+    /// The pool of `conns`; with `file`, the path of the database file, and the unit runtime
+    /// to run them on, it starts the file's checkpointer.
+    pub(super) fn new(
+        conns: Pool<SqliteConn>,
+        file: Option<(String, &tokio::runtime::Handle)>,
+    ) -> Self {
+        let writer = Arc::new(Semaphore::new(1));
+        let checkpoints = file.map(|(path, units)| Checkpoints::start(units, path, writer.clone()));
         SqlitePool {
             conns,
-            writer: Arc::new(Semaphore::new(1)),
+            writer,
+            checkpoints,
         }
     }
 
@@ -69,9 +85,14 @@ impl SqlitePool {
     }
 
     /// The pool's turn to write, held until the permit is dropped (after the commit or the
-    /// rollback). `None` never happens: the semaphore is never closed.
+    /// rollback). `None` never happens: the semaphore is never closed. Taking it tells the
+    /// pool's checkpointer that a write is under way.
     pub async fn write_turn(&self) -> Option<OwnedSemaphorePermit> {
-        self.writer.clone().acquire_owned().await.ok()
+        let turn = self.writer.clone().acquire_owned().await.ok();
+        if let Some(checkpoints) = &self.checkpoints {
+            checkpoints.wrote();
+        }
+        turn
     }
 }
 
@@ -199,6 +220,15 @@ impl SqliteConn {
                 .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
             Ok(SqliteConn { inner })
         })
+    }
+
+    /// [`open`](Self::open) for a connection of a pool of a file, which leaves checkpoints to
+    /// the pool's checkpointer (`wal_autocheckpoint=0`, see `db/checkpoint.rs`).
+    pub fn open_pooled(path: &str) -> ConnectionResult<Self> {
+        let mut conn = Self::open(path)?;
+        blocking(|| conn.inner.batch_execute(POOLED_PRAGMAS))
+            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+        Ok(conn)
     }
 
     /// Opens a write transaction with `BEGIN IMMEDIATE` (a deferred one fails under concurrent
