@@ -97,11 +97,15 @@ async fn run(path: String, writer: Arc<Semaphore>, mut woken: mpsc::Receiver<()>
 /// still checkpoints what is left and removes the WAL, as SQLite does. It runs on a unit
 /// thread: the statement runs inline, in this poll.
 async fn checkpoint(path: &str) {
-    let done = match SqliteConn::open(path) {
-        Ok(mut conn) => conn.batch_execute("PRAGMA wal_checkpoint(PASSIVE)").await,
-        Err(e) => Err(diesel::result::Error::QueryBuilderError(e.into())),
+    let failed = match SqliteConn::open(path) {
+        Ok(mut conn) => conn
+            .batch_execute("PRAGMA wal_checkpoint(PASSIVE)")
+            .await
+            .err()
+            .map(|e| e.to_string()),
+        Err(e) => Some(e.to_string()),
     };
-    if let Err(e) = done {
-        tracing::warn!(error = %e, "an SQLite checkpoint failed; the next one tries again");
+    if let Some(error) = failed {
+        tracing::warn!(%error, "an SQLite checkpoint failed; the next one tries again");
     }
 }
