@@ -8,8 +8,9 @@
 //!   a shared lock (`flock`) on the database file for as long as it runs ([`hold`]); restore takes
 //!   the exclusive lock without waiting, and refuses when it cannot. The backup is checked (an
 //!   SQLite file, `PRAGMA quick_check` ok, a Keel database) on a copy before anything is touched,
-//!   the old database is kept as `<database>.before-restore`, and its stale `-wal`/`-shm` files
-//!   are removed (SQLite would otherwise replay the old WAL over the restored file).
+//!   the old database is kept as `<database>.before-restore` with its WAL (commits a crashed
+//!   server had not yet checkpointed into the file), and no `-wal`/`-shm` file of the old
+//!   database stays beside the restored one (SQLite would replay the old WAL over it).
 //! - On PostgreSQL both refuse and name the tools that do the job: `pg_dump` and `pg_restore`.
 
 use std::fs::{File, OpenOptions, TryLockError};
@@ -93,6 +94,17 @@ fn beside(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(suffix);
     path.with_file_name(name)
+}
+
+/// Removes the `-wal` and `-shm` files of the SQLite database at `path`, where they exist.
+fn remove_wal(path: &Path) -> Result<(), CliError> {
+    for suffix in ["-wal", "-shm"] {
+        let stale = beside(path, suffix);
+        if stale.exists() {
+            std::fs::remove_file(&stale)?;
+        }
+    }
+    Ok(())
 }
 
 fn copy_live(source: &Path, target: &Path) -> Result<u64, CliError> {
@@ -224,18 +236,23 @@ fn replace(database: &Path, backup: &Path) -> Result<Option<PathBuf>, CliError> 
     }
     let kept = match lock {
         Some(_) => {
+            // The old database goes aside with its WAL, which holds the commits that a server
+            // stopped without its last checkpoint (a crash, a kill) had not yet copied into the
+            // file: `<database>.before-restore` opens as the whole old database. Its index of
+            // the WAL (`-shm`) is rebuilt by SQLite on opening.
             let old = beside(database, ".before-restore");
+            remove_wal(&old)?;
             std::fs::rename(database, &old)?;
+            let wal = beside(database, "-wal");
+            if wal.exists() {
+                std::fs::rename(&wal, beside(&old, "-wal"))?;
+            }
             Some(old)
         }
         None => None,
     };
-    for suffix in ["-wal", "-shm"] {
-        let stale = beside(database, suffix);
-        if stale.exists() {
-            std::fs::remove_file(&stale)?;
-        }
-    }
+    // What is left of the old database's WAL would be replayed over the restored file.
+    remove_wal(database)?;
     std::fs::rename(&incoming, database)?;
     drop(lock);
     Ok(kept)
@@ -275,6 +292,56 @@ mod tests {
         let err = replace(&target, &junk).unwrap_err();
         assert!(err.to_string().contains("cannot be restored"), "{err}");
         assert_eq!(std::fs::read(&target).unwrap(), b"", "untouched");
+    }
+
+    /// A database left as a crash leaves it (commits still in its WAL): after a restore,
+    /// `<database>.before-restore` holds those commits, and the restored database none of them.
+    #[test]
+    fn the_old_database_is_kept_with_its_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let migrated = |path: &Path, rows: &[&str]| {
+            let mut conn = SqliteConnection::establish(&path.to_string_lossy()).unwrap();
+            conn.batch_execute(
+                "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; \
+                 CREATE TABLE __diesel_schema_migrations (version TEXT); CREATE TABLE t (x TEXT);",
+            )
+            .unwrap();
+            for row in rows {
+                conn.batch_execute(&format!("INSERT INTO t VALUES ('{row}')"))
+                    .unwrap();
+            }
+            conn
+        };
+        let rows = |path: &Path| -> String {
+            let mut conn = SqliteConnection::establish(&path.to_string_lossy()).unwrap();
+            kernel::diesel::select(sql::<Text>(
+                "(SELECT group_concat(x, ',') FROM (SELECT x FROM t ORDER BY x))",
+            ))
+            .get_result(&mut conn)
+            .unwrap()
+        };
+        let backup = dir.path().join("backup.db");
+        drop(migrated(&backup, &["restored"]));
+        // The files of a live database with uncheckpointed commits, copied as a crash leaves them.
+        let live = dir.path().join("live.db");
+        let conn = migrated(&live, &["a", "b"]);
+        let wal = beside(&live, "-wal");
+        assert!(
+            std::fs::metadata(&wal).unwrap().len() > 0,
+            "the commits are in the WAL"
+        );
+        let db = dir.path().join("keel.db");
+        std::fs::copy(&live, &db).unwrap();
+        std::fs::copy(&wal, beside(&db, "-wal")).unwrap();
+        drop(conn);
+
+        let kept = replace(&db, &backup).unwrap().unwrap();
+        assert!(
+            !beside(&db, "-wal").exists(),
+            "no WAL of the old database stays"
+        );
+        assert_eq!(rows(&kept), "a,b", "the old database, whole");
+        assert_eq!(rows(&db), "restored");
     }
 
     #[test]
