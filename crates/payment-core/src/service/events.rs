@@ -11,6 +11,10 @@
 //! rolled back whole, and each of its events is then applied alone, as a lone event always was:
 //! one bad event costs only itself.
 //!
+//! A batch counts its transactions once, at its end ([`store::count_later`]): counted once an
+//! event, each count row would leave a version an event that none can prune before the commit,
+//! and the rows would spread over many pages that every list then reads.
+//!
 //! PostgreSQL writes up to [`PG_WRITERS`] batches at a time (a batch's statements are round
 //! trips made one after another: alone, one would leave the database mostly idle); SQLite one,
 //! since it writes one transaction at a time.
@@ -21,6 +25,7 @@ use serde_json::Value;
 
 use super::now;
 use crate::error::PaymentError;
+use crate::store;
 
 /// The most events one transaction applies.
 const BATCH: usize = 64;
@@ -66,10 +71,12 @@ async fn apply_all(pool: &DbPool, events: &[Value]) -> Vec<Result<bool, PaymentE
         return vec![apply_one(pool, event).await];
     }
     let together = write_tx!(pool, PaymentError, |tx| {
+        store::count_later(tx).await?;
         let mut processed = Vec::with_capacity(events.len());
         for event in events {
             processed.push(crate::webhook::apply(tx, event, now()).await?);
         }
+        store::write_counts(tx).await?;
         Ok(processed)
     });
     match together {
@@ -176,6 +183,8 @@ mod tests {
             [Some(true), None, Some(true), Some(false)]
         );
         assert_eq!(stored(&pool).await, ["pi_a", "pi_b"]);
+        // What the rolled-back batch set aside to count went with it.
+        assert_eq!(counts_and_rows(&pool, 7).await, [(2, 2), (2, 2), (0, 0)]);
     }
 
     /// Deliveries made while the first batches are held queue, and each gets its own answer.
@@ -280,7 +289,77 @@ mod tests {
         assert_eq!(statuses, ["succeeded"]);
     }
 
+    fn failed(event: &str, intent: &str, user: &str) -> Value {
+        json!({"id": event, "type": "payment_intent.payment_failed", "created": 1,
+            "data": {"object": {"id": intent, "amount": 500, "currency": "usd",
+                                "customer": format!("cus_{user}"), "metadata": {"user_id": user}}}})
+    }
+
+    /// Each status's total (from the counts) beside the number of rows listed with it, of
+    /// `user`'s transactions.
+    async fn counts_and_rows(pool: &DbPool, user: i64) -> Vec<(i64, usize)> {
+        let mut pooled = pool.get().await.unwrap();
+        let mut found = Vec::new();
+        for status in [None, Some("succeeded"), Some("failed")] {
+            let (rows, total) =
+                crate::store::list_transactions(&mut pooled.conn(), Some(user), status, 0, 100)
+                    .await
+                    .unwrap();
+            found.push((total, rows.len()));
+        }
+        found
+    }
+
+    /// A batch's transactions are counted (a status changed within the batch moves its count),
+    /// and on PostgreSQL once, at the batch's end: each count row has one version, not one an
+    /// event. A second batch on the same connections counts on from there.
+    async fn a_batch_counts_its_transactions_once(db: TestDb) {
+        let pool = db.migrated_pool(&[crate::MIGRATIONS]).await;
+        let batch = [
+            failed("evt_1", "pi_1", "7"),
+            paid("evt_2", "pi_1"),
+            failed("evt_3", "pi_2", "7"),
+            paid("evt_4", "pi_3"),
+            failed("evt_5", "pi_4", "8"),
+        ];
+        let outcomes = apply_all(&pool, &batch).await;
+        assert_eq!(processed(outcomes), [Some(true); 5]);
+        assert_eq!(counts_and_rows(&pool, 7).await, [(3, 3), (2, 2), (1, 1)]);
+        assert_eq!(counts_and_rows(&pool, 8).await, [(1, 1), (0, 0), (1, 1)]);
+        if pool.backend() == Backend::Postgres {
+            #[derive(diesel::QueryableByName)]
+            struct Versions {
+                #[diesel(sql_type = diesel::sql_types::BigInt)]
+                rows: i64,
+                #[diesel(sql_type = diesel::sql_types::BigInt)]
+                written: i64,
+            }
+            let mut pooled = pool.get().await.unwrap();
+            let versions: Versions = kernel::with_conn!(&mut pooled.conn(), |c| {
+                diesel::sql_query(
+                    "SELECT COUNT(*) AS rows, \
+                     MAX((ctid::text::point)[1])::BIGINT AS written \
+                     FROM payment_transaction_counts",
+                )
+                .get_result(c)
+                .await
+                .unwrap()
+            });
+            // Line pointers are numbered in the order versions are written on a fresh page.
+            assert_eq!((versions.rows, versions.written), (3, 3));
+        }
+        let next = [
+            failed("evt_6", "pi_2", "7"),
+            paid("evt_7", "pi_2"),
+            paid("evt_8", "pi_5"),
+        ];
+        let outcomes = apply_all(&pool, &next).await;
+        assert_eq!(processed(outcomes), [Some(true); 3]);
+        assert_eq!(counts_and_rows(&pool, 7).await, [(4, 4), (4, 4), (0, 0)]);
+    }
+
     kernel::backend_tests! {
+        a_batch_counts_its_transactions_once,
         a_batch_applies_its_events_in_order,
         a_bad_event_costs_only_itself,
         deliveries_queued_behind_a_held_batch_each_get_their_own_answer,

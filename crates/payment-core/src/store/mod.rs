@@ -1,6 +1,7 @@
 //! Every SQL query of the payment module (the disputes' in [`disputes`], the invoices' in
 //! [`invoices`], the webhook's own in [`events`]).
 
+mod counts;
 mod disputes;
 mod events;
 mod invoices;
@@ -8,6 +9,7 @@ mod listing;
 #[cfg(test)]
 mod tests;
 
+pub use counts::{count_later, write_counts};
 pub use disputes::{
     DisputeRow, find_dispute, find_dispute_by_provider_id, link_disputes, list_disputes,
     put_dispute,
