@@ -1,5 +1,6 @@
 //! Every SQL query of the payment module (the disputes' in [`disputes`], the invoices' in
-//! [`invoices`], the webhook's own in [`events`]).
+//! [`invoices`], the webhook's own in [`events`], a transaction's counts written at its end in
+//! [`counts`]).
 
 mod counts;
 mod disputes;
