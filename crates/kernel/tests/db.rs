@@ -467,3 +467,59 @@ async fn the_pool_checkpoints_between_its_writes_and_the_wal_starts_over() {
     let mut pooled = pool.get().await.unwrap();
     assert_eq!(count(&mut pooled.conn()).await.unwrap(), 1600);
 }
+
+/// SQLite: between its checkpoints the pool's checkpointer keeps a read transaction open, so
+/// that the process holds the WAL index's read mark 0 (the lock of reads of a checkpointed
+/// database) while no read of the pool runs, and takes it again after the checkpoints of the
+/// pool's writes. Read from the kernel's table of file locks (`/proc/locks`): a POSIX read
+/// lock of this process on byte 123 of the `-shm` file (SQLite's first lock byte, 120, and
+/// three locks before the read marks).
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_process_holds_the_first_read_mark_between_its_reads() {
+    use std::os::unix::fs::MetadataExt;
+
+    let db = TestDb::sqlite().await;
+    let pool = pool(&db).await;
+    let path = db.url.trim_start_matches("sqlite://").to_owned();
+    let inode = std::fs::metadata(format!("{path}-shm"))
+        .unwrap()
+        .ino()
+        .to_string();
+    let pid = std::process::id().to_string();
+    let held = || {
+        let locks = std::fs::read_to_string("/proc/locks").unwrap();
+        locks.lines().any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(1) == Some(&"POSIX")
+                && fields.get(3) == Some(&"READ")
+                && fields.get(4) == Some(&pid.as_str())
+                && fields
+                    .get(5)
+                    .is_some_and(|file| file.rsplit(':').next() == Some(inode.as_str()))
+                && fields.get(6..8) == Some(&["123", "123"][..])
+        })
+    };
+    let held_soon = || async {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !held() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "read mark 0 is not held between reads"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    held_soon().await;
+    // Writes, and the checkpoints after them, which end the transaction and begin it again.
+    for n in 0..20 {
+        write_tx!(&pool, NoteError, |tx| Ok(
+            insert(tx, &format!("note {n}")).await?
+        ))
+        .unwrap();
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    held_soon().await;
+    let mut pooled = pool.get().await.unwrap();
+    assert_eq!(count(&mut pooled.conn()).await.unwrap(), 20);
+}
