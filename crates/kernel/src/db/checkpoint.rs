@@ -38,7 +38,7 @@
 //! each read of the pool paid two system calls, and the HTTP workers' reads waited for each
 //! other's on that mutex; while the checkpointer holds mark 0, a read of a checkpointed database
 //! only counts itself in and out (a page of payment transactions with the read cache off: about
-//! 15 % more requests a second, docs/performance.md). Reads of a WAL with frames yet to copy take
+//! 13 % more requests a second, docs/performance.md). Reads of a WAL with frames yet to copy take
 //! a later mark, as before. The transaction is begun right after the checkpoint that reached the
 //! WAL's end, while the checkpointer holds the turn to write, so it reads the file alone and
 //! keeps no frame of the WAL in use: the next write still starts the WAL over. A checkpoint
