@@ -43,7 +43,9 @@
 //! WAL's end, while the checkpointer holds the turn to write, so it reads the file alone and
 //! keeps no frame of the WAL in use: the next write still starts the WAL over. A checkpoint
 //! cannot copy frames while a reader holds mark 0, so the checkpointer ends the transaction
-//! before each one: it lives for at most [`IDLE`] and a checkpoint's time.
+//! before each one: it lives for at most [`PAUSE`] and [`IDLE`] (about a second). Had another
+//! process written in between, the transaction takes a later mark and keeps that process's
+//! frames in the WAL until the next checkpoint, no longer.
 //!
 //! [`SqlitePool::write_turn`]: super::SqlitePool::write_turn
 
