@@ -123,17 +123,7 @@ struct HeldRead(Option<SqliteConn>);
 impl HeldRead {
     /// Begins the transaction: a read of the schema, so that it takes its locks now.
     async fn begin(&mut self, path: &str) {
-        let begun = match SqliteConn::open(path) {
-            Ok(mut conn) => match conn
-                .batch_execute("BEGIN; SELECT count(*) FROM sqlite_schema;")
-                .await
-            {
-                Ok(()) => Ok(conn),
-                Err(e) => Err(e.to_string()),
-            },
-            Err(e) => Err(e.to_string()),
-        };
-        match begun {
+        match opened(path, "BEGIN; SELECT count(*) FROM sqlite_schema;").await {
             Ok(conn) => self.0 = Some(conn),
             Err(error) => tracing::debug!(%error, "no read transaction held between checkpoints"),
         }
@@ -155,15 +145,14 @@ impl HeldRead {
 /// and removes the WAL, as SQLite does. It runs on a unit thread: the statement runs inline,
 /// in this poll.
 async fn checkpoint(path: &str) {
-    let failed = match SqliteConn::open(path) {
-        Ok(mut conn) => conn
-            .batch_execute("PRAGMA wal_checkpoint(PASSIVE)")
-            .await
-            .err()
-            .map(|e| e.to_string()),
-        Err(e) => Some(e.to_string()),
-    };
-    if let Some(error) = failed {
+    if let Err(error) = opened(path, "PRAGMA wal_checkpoint(PASSIVE)").await {
         tracing::warn!(%error, "an SQLite checkpoint failed; the next one tries again");
     }
+}
+
+/// A new connection to `path`, once it has run `sql`.
+async fn opened(path: &str, sql: &str) -> Result<SqliteConn, String> {
+    let mut conn = SqliteConn::open(path).map_err(|e| e.to_string())?;
+    conn.batch_execute(sql).await.map_err(|e| e.to_string())?;
+    Ok(conn)
 }
