@@ -39,7 +39,7 @@ pub enum ServerCommand {
         url: Option<String>,
     },
     /// Replace the embedded SQLite database with the backup at PATH (refused while a keel server
-    /// or worker uses the database; the old one is kept as <database>.before-restore). On
+    /// or worker uses the database; the old one is kept as DATABASE.before-restore). On
     /// PostgreSQL, use pg_restore.
     Restore {
         /// The backup to restore.

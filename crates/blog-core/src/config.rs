@@ -187,7 +187,7 @@ impl BlogConfig {
     }
 
     /// An error naming `BLOG_PROTECTION` when it asks for users but auth is not mounted. The
-    /// server may refuse to start on it; [`crate::BlogModule::build`] itself falls back to `none`
+    /// server may refuse to start on it; `BlogModule::build` itself falls back to `none`
     /// with a warning.
     pub fn check(&self, auth_mounted: bool) -> Result<(), ConfigError> {
         match self.protection {

@@ -1,6 +1,6 @@
 //! Units of work at the service boundary: [`Detached`] wraps a module's service once, when the
 //! module is built, so that every call made through it is a unit of work (see
-//! [`spawn_unit`](crate::db::spawn_unit)) and no handler has to remember to start one.
+//! [`crate::db::spawn_unit`]) and no handler has to remember to start one.
 //!
 //! Why: any future can be dropped at any `.await` (the client went away, a timeout fired, a
 //! sibling extractor failed), and a request's future dropped in the middle of a service call

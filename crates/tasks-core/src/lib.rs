@@ -4,8 +4,8 @@
 //! tasks ([`kernel::Module::tasks`]) and enqueue through [`kernel::jobs::JobQueue`], which this
 //! module implements; neither needs this crate.
 //!
-//! Two backends behind [`TaskBackend`]: Redis (shared by every server and worker process pointed at
-//! it) and an in-process queue (the embedded default).
+//! Two backends behind one trait (`TaskBackend`): Redis (shared by every server and worker
+//! process pointed at it) and an in-process queue (the embedded default).
 //!
 //! Embedding it alone in an actix-web app, with its worker beside the server:
 //!

@@ -184,7 +184,7 @@ impl TasksService {
     }
 
     /// A task by id once it has ended (completed or failed), or as it is when `wait_seconds`
-    /// (1 to [`MAX_WAIT_SECONDS`]) have passed first. Woken by the backend's announcement of the
+    /// (1 to `MAX_WAIT_SECONDS`, 30) have passed first. Woken by the backend's announcement of the
     /// job's end, never by polling; a caller dropped meanwhile leaves nothing behind. 404 when
     /// unknown or expired.
     pub async fn wait_for_end(

@@ -253,7 +253,8 @@ pub trait PaymentService: Send + Sync {
     async fn dispute(&self, caller: Caller, id: i64) -> Result<DisputeRow, PaymentError>;
 
     /// Opens a Stripe billing portal session for the caller's Stripe customer (409 without one),
-    /// returning to `return_url` (checked by [`portal_return_url`]).
+    /// returning to `return_url` when it is on an allowed origin, else to
+    /// `PAYMENT_PORTAL_RETURN_URL`.
     async fn portal(
         &self,
         caller: Caller,

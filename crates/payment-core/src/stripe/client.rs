@@ -217,7 +217,7 @@ impl Stripe {
         }
     }
 
-    /// POST /v1/customers with email (if any) and metadata[user_id] (if any). Returns the
+    /// POST /v1/customers with `email` (if any) and `metadata[user_id]` (if any). Returns the
     /// customer id.
     pub async fn create_customer(
         &self,
@@ -232,10 +232,10 @@ impl Stripe {
         Ok(created.id)
     }
 
-    /// POST /v1/checkout/sessions: mode, line_items[0][price], line_items[0][quantity],
-    /// success_url, cancel_url, customer (if any), client_reference_id (if any),
-    /// metadata[user_id] (if any), and for mode=subscription also
-    /// subscription_data[metadata][user_id] (if any).
+    /// POST /v1/checkout/sessions: `mode`, `line_items[0][price]`, `line_items[0][quantity]`,
+    /// `success_url`, `cancel_url`, `customer` (if any), `client_reference_id` (if any),
+    /// `metadata[user_id]` (if any), and for `mode=subscription` also
+    /// `subscription_data[metadata][user_id]` (if any).
     pub async fn create_checkout_session(
         &self,
         params: &CheckoutParams,
